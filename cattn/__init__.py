@@ -1,0 +1,15 @@
+"""cattn — a CPU attention engine for Python.
+
+C kernels (packed GEMM, fused attention, softmax, norms) behind a NumPy API.
+"""
+__version__ = "0.1.0"
+
+from . import _ext
+from ._threads import get_num_threads, num_threads, set_num_threads
+from .ops import linear, matmul
+from ._config import show_config
+
+__all__ = [
+    "matmul", "linear",
+    "get_num_threads", "set_num_threads", "num_threads", "show_config",
+]

@@ -1,0 +1,70 @@
+# cython: language_level=3
+"""cattn._ext — the one compiled module: NumPy arrays in, pointers to C,
+the GIL released while C runs, C status codes turned into exceptions.
+
+Callers (cattn/ops.py and friends) have already validated dtypes, shapes
+and strides; every function here takes arrays whose data is aligned and
+whose element strides are passed explicitly (in elements).
+One file per concern is included at the end (_gemm.pxi, ...).
+"""
+cimport numpy as cnp
+from libc.stdint cimport int64_t
+
+cnp.import_array()
+
+cdef extern from "cattn.h" nogil:
+    int CATTN_OK
+    int CATTN_ENOMEM
+    void cattn_init()
+    const char *cattn_kernel_path()
+    int cattn_cpu_has_avx2_fma()
+    int cattn_have_openmp()
+    int cattn_omp_max_threads()
+    const char *cattn_compiler()
+
+cdef extern from "config.h":
+    int CATTN_MR_F32, CATTN_NR_F32, CATTN_KC_F32, CATTN_MC_F32, CATTN_NC_F32
+    int CATTN_MR_F64, CATTN_NR_F64, CATTN_KC_F64, CATTN_MC_F64, CATTN_NC_F64
+
+cattn_init()
+
+
+def block_sizes():
+    """GEMM block sizes from csrc/config.h."""
+    return {"f32 MRxNR": f"{CATTN_MR_F32}x{CATTN_NR_F32}",
+            "f32 MC,KC,NC": f"{CATTN_MC_F32},{CATTN_KC_F32},{CATTN_NC_F32}",
+            "f64 MRxNR": f"{CATTN_MR_F64}x{CATTN_NR_F64}",
+            "f64 MC,KC,NC": f"{CATTN_MC_F64},{CATTN_KC_F64},{CATTN_NC_F64}"}
+
+
+cdef inline int _check(int status) except -1:
+    if status == CATTN_OK:
+        return 0
+    if status == CATTN_ENOMEM:
+        raise MemoryError("cattn: out of memory for kernel scratch")
+    raise RuntimeError(f"cattn: kernel failed with status {status}")
+
+
+def kernel_path():
+    """'avx2' or 'portable': the micro-kernels selected at import."""
+    return cattn_kernel_path().decode()
+
+
+def cpu_has_avx2_fma():
+    return bool(cattn_cpu_has_avx2_fma())
+
+
+def openmp_version():
+    """The _OPENMP date macro (e.g. 201511) or 0 when built without OpenMP."""
+    return cattn_have_openmp()
+
+
+def omp_max_threads():
+    return cattn_omp_max_threads()
+
+
+def compiler():
+    return cattn_compiler().decode()
+
+
+include "_gemm.pxi"

@@ -1,0 +1,153 @@
+"""cattn.ops — the NumPy-facing operations: validate, normalize, broadcast,
+allocate outputs, then call the C kernels through cattn._ext.
+
+Shape legend: M/N/K for matrix products, "..." for free leading dims.
+"""
+import numpy as np
+
+from . import _ext
+from ._threads import get_num_threads
+from ._validate import as_float_array, check_out, collapse, estrides, readable, result_dtype
+
+ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
+
+
+def _act_code(activation, op):
+    try:
+        return ACTIVATIONS[activation]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"{op}: unknown activation {activation!r}; expected one of "
+            "None, 'relu', 'gelu', 'gelu_tanh', 'silu'") from None
+
+
+def _batch_offsets(batch, shape_b, strides_b):
+    """Element offsets of every batch item: operand dims `shape_b` (right-aligned
+    to the broadcast `batch`) with element strides `strides_b`; 0 where broadcast."""
+    off = np.zeros(batch, dtype=np.int64)
+    pad = len(batch) - len(shape_b)
+    for d, n in enumerate(batch):
+        if d < pad:
+            continue
+        nd, sd = shape_b[d - pad], strides_b[d - pad]
+        if nd == 1 or sd == 0:
+            continue
+        idx = [1] * len(batch)
+        idx[d] = n
+        off = off + (np.arange(n, dtype=np.int64) * sd).reshape(idx)
+    return np.ascontiguousarray(off.reshape(-1))
+
+
+def _gemm_nd(A, B, C, bias=None, act=0, alpha=1.0):
+    """C[..., M, N] = alpha * A[..., M, K] @ B[..., K, N] (+ bias[N], act).
+    A and B batch dims broadcast to C's; all three readable (see _validate)."""
+    M, N = C.shape[-2:]
+    K = A.shape[-1]
+    batch = C.shape[:-2]
+    nt = get_num_threads()
+    sa, sb, sc = estrides(A), estrides(B), estrides(C)
+    nb = int(np.prod(batch)) if batch else 1
+    if nb == 0 or M == 0 or N == 0:
+        return C
+    b_shared = all(n == 1 or s == 0 for n, s in zip(B.shape[:-2], sb[:-2]))
+    if b_shared and len(A.shape) - 2 == len(batch) and A.shape[:-2] == batch:
+        # fold batch into M when A and C rows are evenly spaced: one big GEMM
+        ra = collapse(A.shape[:-1], sa[:-1])
+        rc = collapse(C.shape[:-1], sc[:-1])
+        if ra is not None and rc is not None:
+            _ext.gemm(C, rc, sc[-1], A, ra, sa[-1], B, sb[-2], sb[-1],
+                      nb * M, N, K, alpha, 0.0, bias, act, nt)
+            return C
+    if nb == 1:
+        _ext.gemm(C, sc[-2], sc[-1], A, sa[-2], sa[-1], B, sb[-2], sb[-1],
+                  M, N, K, alpha, 0.0, bias, act, nt)
+        return C
+    offa = _batch_offsets(batch, A.shape[:-2], sa[:-2])
+    offb = _batch_offsets(batch, B.shape[:-2], sb[:-2])
+    offc = _batch_offsets(batch, C.shape[:-2], sc[:-2])
+    _ext.gemm_batched(C, offc, sc[-2], sc[-1], A, offa, sa[-2], sa[-1],
+                      B, offb, sb[-2], sb[-1], M, N, K, alpha, 0.0, bias, act, nt)
+    return C
+
+
+def matmul(a, b, *, out=None):
+    """Matrix product with numpy.matmul semantics.
+
+    a: (..., M, K) or (K,); b: (..., K, N) or (K,); batch dims broadcast.
+    float32 and float64 (mixed promotes to float64); any strides.
+    out: optional array of the exact result shape and dtype, not
+    overlapping a or b.
+    """
+    a = as_float_array(a, "a", "matmul")
+    b = as_float_array(b, "b", "matmul")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(
+            f"matmul: operands must have at least 1 dimension, got shapes {a.shape} and {b.shape}")
+    dtype = result_dtype(a, b)
+    A = a[None, :] if a.ndim == 1 else a
+    B = b[:, None] if b.ndim == 1 else b
+    M, K = A.shape[-2:]
+    K2, N = B.shape[-2:]
+    if K != K2:
+        raise ValueError(
+            f"matmul: inner dimensions differ: a has shape {a.shape}, b has shape {b.shape} "
+            f"({K} != {K2})")
+    try:
+        batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"matmul: batch dimensions of shapes {a.shape} and {b.shape} do not broadcast") from None
+    shape = batch + ((M,) if a.ndim > 1 else ()) + ((N,) if b.ndim > 1 else ())
+    if out is None:
+        out = np.empty(shape, dtype=dtype)
+    else:
+        check_out(out, shape, dtype, "matmul", (a, b))
+    C = out
+    if a.ndim == 1:
+        C = C[..., None, :] if b.ndim > 1 else C[..., None]
+    if b.ndim == 1:
+        C = C[..., None]
+    _gemm_nd(readable(A, dtype), readable(B, dtype), C)
+    return out
+
+
+def linear(x, weight, bias=None, *, activation=None, out=None):
+    """y = act(x @ weight.T + bias), torch.nn.functional.linear's convention.
+
+    x: (..., in_features); weight: (out_features, in_features);
+    bias: (out_features,) or None; activation: None, 'relu', 'gelu',
+    'gelu_tanh' or 'silu', applied with the bias in the GEMM epilogue.
+    Returns (..., out_features).
+    """
+    op = "linear"
+    x = as_float_array(x, "x", op)
+    weight = as_float_array(weight, "weight", op)
+    act = _act_code(activation, op)
+    if weight.ndim != 2:
+        raise ValueError(f"{op}: weight must be 2-D (out_features, in_features), got shape {weight.shape}")
+    if x.ndim == 0:
+        raise ValueError(f"{op}: x must have at least 1 dimension, got shape {x.shape}")
+    N, K = weight.shape
+    if x.shape[-1] != K:
+        raise ValueError(
+            f"{op}: x has shape {x.shape} but weight has shape {weight.shape}: "
+            f"last dim of x must equal in_features={K}")
+    arrays = [x, weight]
+    if bias is not None:
+        bias = as_float_array(bias, "bias", op)
+        if bias.shape != (N,):
+            raise ValueError(f"{op}: bias has shape {bias.shape}, expected ({N},)")
+        arrays.append(bias)
+    dtype = result_dtype(*arrays)
+    shape = x.shape[:-1] + (N,)
+    if out is None:
+        out = np.empty(shape, dtype=dtype)
+    else:
+        check_out(out, shape, dtype, op, arrays)
+    if bias is not None:
+        bias = np.ascontiguousarray(bias, dtype=dtype)
+    X = readable(x, dtype)
+    X2 = X[None, :] if X.ndim == 1 else X
+    C = out[None, :] if out.ndim == 1 else out
+    _gemm_nd(X2, readable(weight, dtype).T, C, bias, act)
+    return out

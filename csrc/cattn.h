@@ -1,0 +1,99 @@
+/* cattn.h — the C API of cattn's kernels.
+ *
+ * Shape legend used everywhere:  B batch, H heads, L query length,
+ * S key length, E head dim (Ev for values), M/N/K GEMM sizes.
+ * Conventions: outputs first, then inputs, then sizes (int64_t), strides in
+ * elements (may be negative or zero), then n_threads. Every function trusts
+ * its inputs (Python validated them) and returns a status code; none exits.
+ */
+#ifndef CATTN_H
+#define CATTN_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CATTN_RESTRICT __restrict__
+#else
+#define CATTN_RESTRICT
+#endif
+
+/* status codes */
+#define CATTN_OK 0
+#define CATTN_ENOMEM 1
+#define CATTN_EINVAL 2
+
+/* epilogue activations, applied after bias while the C tile is in cache */
+#define CATTN_ACT_NONE 0
+#define CATTN_ACT_RELU 1
+#define CATTN_ACT_GELU 2       /* x * Phi(x), erf form */
+#define CATTN_ACT_GELU_TANH 3  /* GPT-2's tanh approximation */
+#define CATTN_ACT_SILU 4
+
+/* ---- cpu.c: feature detection and kernel dispatch ---- */
+/* Fills the dispatch table once (idempotent). Honours CATTN_FORCE_PORTABLE=1. */
+void cattn_init(void);
+/* Name of the selected path: "avx2" or "portable". */
+const char *cattn_kernel_path(void);
+int cattn_cpu_has_avx2_fma(void);
+int cattn_have_openmp(void);
+int cattn_omp_max_threads(void);
+const char *cattn_compiler(void);
+
+/* ---- gemm.c ----
+ * C[M,N] = alpha * A[M,K] · B[K,N] + beta * C, then C[i,j] += bias[j] and
+ * C = act(C) if bias / act are given.
+ *   A: (M, K) element (i,p) at A[i*rsa + p*csa]
+ *   B: (K, N) element (p,j) at B[p*rsb + j*csb]
+ *   C: (M, N) element (i,j) at C[i*rsc + j*csc]; must not overlap A or B
+ *   bias: (N,) contiguous or NULL
+ * beta == 0 never reads C (NaN in C does not propagate). */
+int cattn_gemm_f32(float *C, int64_t rsc, int64_t csc,
+                   const float *A, int64_t rsa, int64_t csa,
+                   const float *B, int64_t rsb, int64_t csb,
+                   int64_t M, int64_t N, int64_t K,
+                   float alpha, float beta, const float *bias, int act,
+                   int n_threads);
+int cattn_gemm_f64(double *C, int64_t rsc, int64_t csc,
+                   const double *A, int64_t rsa, int64_t csa,
+                   const double *B, int64_t rsb, int64_t csb,
+                   int64_t M, int64_t N, int64_t K,
+                   double alpha, double beta, const double *bias, int act,
+                   int n_threads);
+
+/* Batched: for b in [0, nb): the GEMM above on A + offa[b], B + offb[b],
+ * C + offc[b] (offsets in elements; broadcasting = repeated offsets, but
+ * the C offsets must address disjoint matrices). One parallel region: small
+ * GEMMs are spread over threads, large ones run cooperatively in turn. */
+int cattn_gemm_batched_f32(float *C, const int64_t *offc, int64_t rsc, int64_t csc,
+                           const float *A, const int64_t *offa, int64_t rsa, int64_t csa,
+                           const float *B, const int64_t *offb, int64_t rsb, int64_t csb,
+                           int64_t nb, int64_t M, int64_t N, int64_t K,
+                           float alpha, float beta, const float *bias, int act,
+                           int n_threads);
+int cattn_gemm_batched_f64(double *C, const int64_t *offc, int64_t rsc, int64_t csc,
+                           const double *A, const int64_t *offa, int64_t rsa, int64_t csa,
+                           const double *B, const int64_t *offb, int64_t rsb, int64_t csb,
+                           int64_t nb, int64_t M, int64_t N, int64_t K,
+                           double alpha, double beta, const double *bias, int act,
+                           int n_threads);
+
+/* Single-threaded GEMM for use inside another kernel's parallel region:
+ * no OpenMP construct, no allocation. Scratch: work must hold
+ * cattn_gemm_work_size_*(M, N, K) elements, aligned to CATTN_ALIGN. */
+size_t cattn_gemm_work_size_f32(int64_t M, int64_t N, int64_t K);
+size_t cattn_gemm_work_size_f64(int64_t M, int64_t N, int64_t K);
+void cattn_gemm_st_f32(float *C, int64_t rsc, int64_t csc,
+                       const float *A, int64_t rsa, int64_t csa,
+                       const float *B, int64_t rsb, int64_t csb,
+                       int64_t M, int64_t N, int64_t K,
+                       float alpha, float beta, const float *bias, int act,
+                       float *work);
+void cattn_gemm_st_f64(double *C, int64_t rsc, int64_t csc,
+                       const double *A, int64_t rsa, int64_t csa,
+                       const double *B, int64_t rsb, int64_t csb,
+                       int64_t M, int64_t N, int64_t K,
+                       double alpha, double beta, const double *bias, int act,
+                       double *work);
+
+#endif

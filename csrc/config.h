@@ -1,0 +1,35 @@
+/* config.h — every block size of cattn's kernels, in one place.
+ *
+ * GEMM (BLIS naming): C[M,N] += A[M,K] · B[K,N] is cut into
+ *   NC columns of B   (jc loop; packed B panel KC x NC lives in L3)
+ *   KC depth          (pc loop; one B micro-panel KC x NR fills part of L1)
+ *   MC rows of A      (ic loop; packed A block MC x KC lives in L2)
+ *   NR, MR            (jr, ir loops; the micro-kernel's register tile)
+ * The accumulation order over K depends on KC only, never on the thread
+ * count or on MC / NC, which is what keeps results bitwise reproducible.
+ */
+#ifndef CATTN_CONFIG_H
+#define CATTN_CONFIG_H
+
+/* float32: 6 x 16 register tile (12 ymm accumulators) */
+#define CATTN_MR_F32 6
+#define CATTN_NR_F32 16
+/* float64: 6 x 8 register tile (12 ymm accumulators) */
+#define CATTN_MR_F64 6
+#define CATTN_NR_F64 8
+
+#define CATTN_KC_F32 256
+#define CATTN_MC_F32 144
+#define CATTN_NC_F32 4080
+
+#define CATTN_KC_F64 256
+#define CATTN_MC_F64 96
+#define CATTN_NC_F64 2040
+
+/* Below this many flops (2*M*N*K) a GEMM runs on one thread. */
+#define CATTN_GEMM_MIN_FLOPS_PER_THREAD (1 << 18)
+
+/* Alignment of every scratch buffer (a cache line). */
+#define CATTN_ALIGN 64
+
+#endif

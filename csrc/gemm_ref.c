@@ -1,0 +1,28 @@
+/* gemm_ref.c — portable C micro-kernels (any CPU; also the forced fallback).
+ *
+ * c[MR,NR] = alpha * sum_p a[p,:]^T b[p,:] + beta * c
+ *   a: (k, MR) packed, b: (k, NR) packed, c: (MR, NR) row stride ldc.
+ * Same packing format and tile as the AVX2 kernels; accumulation in
+ * increasing p, so the two paths differ only by FMA rounding.
+ */
+#include "kernels.h"
+
+#define REF_UKR(SFX, T, MR, NR)                                                  \
+void cattn_ukr_ref_##SFX(int64_t k, const T *CATTN_RESTRICT a,                   \
+                         const T *CATTN_RESTRICT b, T *CATTN_RESTRICT c,         \
+                         int64_t ldc, T alpha, T beta)                           \
+{                                                                                \
+    T acc[MR][NR] = {{0}};                                                       \
+    for (int64_t p = 0; p < k; p++, a += MR, b += NR)                            \
+        for (int i = 0; i < MR; i++) {                                           \
+            const T ai = a[i];                                                   \
+            for (int j = 0; j < NR; j++) acc[i][j] += ai * b[j];                 \
+        }                                                                        \
+    for (int i = 0; i < MR; i++)                                                 \
+        for (int j = 0; j < NR; j++)                                             \
+            c[i * ldc + j] = beta == (T)0 ? alpha * acc[i][j]                    \
+                                          : alpha * acc[i][j] + beta * c[i * ldc + j]; \
+}
+
+REF_UKR(f32, float, CATTN_MR_F32, CATTN_NR_F32)
+REF_UKR(f64, double, CATTN_MR_F64, CATTN_NR_F64)

@@ -1,0 +1,303 @@
+/* gemm_tmpl.h — the blocked GEMM driver, written once for T = float and
+ * T = double. Included by gemm.c with these macros defined:
+ *   T, SFX (f32/f64), MR, NR, KC, MC, NC, UKR (dispatch entry).
+ *
+ * C[M,N] = alpha * A[M,K] · B[K,N] + beta * C   (+ bias[N], act)
+ * Loops (BLIS): jc (NC) -> pc (KC) -> pack B -> ic (MC) -> pack A
+ *               -> jr (NR) -> ir (MR) -> micro-kernel.
+ */
+#define CAT2_(a, b) a##_##b
+#define CAT2(a, b) CAT2_(a, b)
+#define FN(name) CAT2(name, SFX)
+
+typedef struct {
+    T *C; int64_t rsc, csc;
+    const T *A; int64_t rsa, csa;
+    const T *B; int64_t rsb, csb;
+    int64_t M, N, K;
+    T alpha, beta;
+    const T *bias;
+    int act;
+} FN(gemm_args);
+
+/* dst: ceil(mc/MR) panels of (kc, MR); A: (mc, kc) strided; zero-padded rows */
+void FN(cattn_pack_a)(T *CATTN_RESTRICT dst, const T *A, int64_t rsa, int64_t csa,
+                      int64_t mc, int64_t kc)
+{
+    for (int64_t i0 = 0; i0 < mc; i0 += MR, dst += MR * kc) {
+        const int64_t mr = cattn_min64(MR, mc - i0);
+        const T *a = A + i0 * rsa;
+        if (mr == MR && rsa == 1) {            /* column-major A: MR contiguous */
+            for (int64_t p = 0; p < kc; p++)
+                for (int i = 0; i < MR; i++) dst[p * MR + i] = a[p * csa + i];
+        } else if (mr == MR) {                 /* row-major or strided A */
+            for (int i = 0; i < MR; i++) {
+                const T *ai = a + i * rsa;
+                if (csa == 1)
+                    for (int64_t p = 0; p < kc; p++) dst[p * MR + i] = ai[p];
+                else
+                    for (int64_t p = 0; p < kc; p++) dst[p * MR + i] = ai[p * csa];
+            }
+        } else {                               /* edge: zero padding */
+            for (int64_t p = 0; p < kc; p++)
+                for (int i = 0; i < MR; i++)
+                    dst[p * MR + i] = i < mr ? a[i * rsa + p * csa] : (T)0;
+        }
+    }
+}
+
+/* dst: ceil(nc/NR) panels of (kc, NR); B: (kc, nc) strided; zero-padded cols */
+void FN(cattn_pack_b)(T *CATTN_RESTRICT dst, const T *B, int64_t rsb, int64_t csb,
+                      int64_t kc, int64_t nc)
+{
+    for (int64_t j0 = 0; j0 < nc; j0 += NR, dst += NR * kc) {
+        const int64_t nr = cattn_min64(NR, nc - j0);
+        const T *b = B + j0 * csb;
+        if (nr == NR && csb == 1) {            /* row-major B: NR contiguous */
+            for (int64_t p = 0; p < kc; p++)
+                for (int j = 0; j < NR; j++) dst[p * NR + j] = b[p * rsb + j];
+        } else if (nr == NR) {                 /* transposed (e.g. a weight W^T) */
+            for (int j = 0; j < NR; j++) {
+                const T *bj = b + j * csb;
+                if (rsb == 1)
+                    for (int64_t p = 0; p < kc; p++) dst[p * NR + j] = bj[p];
+                else
+                    for (int64_t p = 0; p < kc; p++) dst[p * NR + j] = bj[p * rsb];
+            }
+        } else {
+            for (int64_t p = 0; p < kc; p++)
+                for (int j = 0; j < NR; j++)
+                    dst[p * NR + j] = j < nr ? b[p * rsb + j * csb] : (T)0;
+        }
+    }
+}
+
+/* bias + activation over an (mr, nr) tile with unit column stride */
+static inline void FN(epilogue_tile)(T *c, int64_t ldc, int64_t mr, int64_t nr,
+                                     const T *bias, int act)
+{
+    for (int64_t i = 0; i < mr; i++) {
+        T *ci = c + i * ldc;
+        if (bias)
+            for (int64_t j = 0; j < nr; j++) ci[j] += bias[j];
+        if (act != CATTN_ACT_NONE) FN(cattn_act_row)(ci, nr, act);
+    }
+}
+
+/* jr / ir loops over one packed A block (mc rows) and packed B panels
+ * [jp0, jp1) of the current (kc, nc) slice; C points at the block's (0,0). */
+static void FN(gemm_macro)(const FN(gemm_args) *g, T *C, const T *pa, const T *pb,
+                           int64_t mc, int64_t nc, int64_t kc, int64_t jp0, int64_t jp1,
+                           T beta, const T *bias, int epilogue)
+{
+    const FN(cattn_ukr_t) ukr = UKR;
+    const int64_t rsc = g->rsc, csc = g->csc;
+    for (int64_t jp = jp0; jp < jp1; jp++) {                       /* jr */
+        const int64_t j = jp * NR, nr = cattn_min64(NR, nc - j);
+        const T *b = pb + jp * NR * kc;
+        const T *bj = bias ? bias + j : NULL;
+        for (int64_t i = 0; i < mc; i += MR) {                     /* ir */
+            const int64_t mr = cattn_min64(MR, mc - i);
+            const T *a = pa + (i / MR) * MR * kc;
+            T *c = C + i * rsc + j * csc;
+            if (mr == MR && nr == NR && csc == 1) {
+                ukr(kc, a, b, c, rsc, g->alpha, beta);
+                if (epilogue) FN(epilogue_tile)(c, rsc, MR, NR, bj, g->act);
+            } else {                                  /* tail tile via stack */
+                T tmp[MR * NR] __attribute__((aligned(CATTN_ALIGN)));
+                ukr(kc, a, b, tmp, NR, g->alpha, (T)0);
+                if (beta != (T)0)
+                    for (int64_t ii = 0; ii < mr; ii++)
+                        for (int64_t jj = 0; jj < nr; jj++)
+                            tmp[ii * NR + jj] += beta * c[ii * rsc + jj * csc];
+                if (epilogue) FN(epilogue_tile)(tmp, NR, mr, nr, bj, g->act);
+                for (int64_t ii = 0; ii < mr; ii++)
+                    for (int64_t jj = 0; jj < nr; jj++)
+                        c[ii * rsc + jj * csc] = tmp[ii * NR + jj];
+            }
+        }
+    }
+}
+
+/* rows per A block: at most MC, a multiple of MR, and (when threaded) a
+ * block count that is a multiple of nt so the threads finish together */
+static int64_t FN(gemm_pick_mc)(int64_t M, int nt)
+{
+    int64_t nblk = cattn_cdiv(M, MC);
+    if (nt > 1 && M >= (int64_t)nt * MR) nblk = cattn_round_up(nblk, nt);
+    return cattn_min64(MC, cattn_round_up(cattn_cdiv(M, nblk), MR));
+}
+
+/* One thread's share of a GEMM: thread tid of nt (nt == 1: no barrier, no
+ * OpenMP construct, callable anywhere). bufB is shared by the team,
+ * bufA private. Work units are (A block, run of B panels). */
+static void FN(gemm_run)(const FN(gemm_args) *g, T *bufB, T *bufA, int tid, int nt)
+{
+    const int64_t M = g->M, N = g->N, K = g->K;
+    const int64_t mc_blk = FN(gemm_pick_mc)(M, nt);
+    const int64_t mblocks = cattn_cdiv(M, mc_blk);
+    for (int64_t jc = 0; jc < N; jc += NC) {                       /* jc */
+        const int64_t nc = cattn_min64(NC, N - jc);
+        const int64_t npan = cattn_cdiv(nc, NR);
+        int64_t nsplit = mblocks >= nt ? 1 : cattn_cdiv(nt, mblocks);
+        nsplit = cattn_min64(nsplit, npan);
+        const int64_t units = mblocks * nsplit;
+        for (int64_t pc = 0; pc < K; pc += KC) {                   /* pc */
+            const int64_t kc = cattn_min64(KC, K - pc);
+            const T beta = pc == 0 ? g->beta : (T)1;
+            const int epilogue = pc + kc >= K && (g->bias || g->act);
+            /* pack B cooperatively: thread tid packs panels [p0, p1) */
+            const int64_t p0 = npan * tid / nt, p1 = npan * (tid + 1) / nt;
+            FN(cattn_pack_b)(bufB + p0 * NR * kc, g->B + pc * g->rsb + (jc + p0 * NR) * g->csb,
+                             g->rsb, g->csb, kc, cattn_min64(nc, p1 * NR) - p0 * NR);
+            if (nt > 1) { CATTN_BARRIER(); }
+            int64_t packed_ib = -1;
+            for (int64_t u = tid; u < units; u += nt) {            /* ic */
+                const int64_t ib = u / nsplit, js = u % nsplit;
+                const int64_t ic = ib * mc_blk, mc = cattn_min64(mc_blk, M - ic);
+                if (ib != packed_ib) {
+                    FN(cattn_pack_a)(bufA, g->A + ic * g->rsa + pc * g->csa,
+                                     g->rsa, g->csa, mc, kc);
+                    packed_ib = ib;
+                }
+                FN(gemm_macro)(g, g->C + ic * g->rsc + jc * g->csc, bufA, bufB, mc, nc, kc,
+                               npan * js / nsplit, npan * (js + 1) / nsplit,
+                               beta, g->bias ? g->bias + jc : NULL, epilogue);
+            }
+            if (nt > 1) { CATTN_BARRIER(); }
+        }
+    }
+}
+
+/* K == 0 or alpha == 0: C = beta * C (+ bias, act); beta == 0 writes zeros */
+static void FN(gemm_scale_only)(const FN(gemm_args) *g)
+{
+    for (int64_t i = 0; i < g->M; i++) {
+        for (int64_t j = 0; j < g->N; j++) {
+            T *c = g->C + i * g->rsc + j * g->csc;
+            T v = g->beta == (T)0 ? (T)0 : g->beta * *c;
+            if (g->bias) v += g->bias[j];
+            if (g->act != CATTN_ACT_NONE) FN(cattn_act_row)(&v, 1, g->act);
+            *c = v;
+        }
+    }
+}
+
+static size_t FN(gemm_b_size)(int64_t N, int64_t K)
+{
+    return (size_t)cattn_min64(KC, K) * (size_t)cattn_round_up(cattn_min64(N, NC), NR);
+}
+
+static size_t FN(gemm_a_size)(int64_t M, int64_t K)
+{
+    return (size_t)cattn_min64(KC, K) * (size_t)cattn_min64(MC, cattn_round_up(M, MR));
+}
+
+static int FN(gemm_threads)(int64_t M, int64_t N, int64_t K, int n_threads)
+{
+    const double flops = 2.0 * (double)M * (double)N * (double)K;
+    int64_t nt = (int64_t)(flops / CATTN_GEMM_MIN_FLOPS_PER_THREAD);
+    nt = cattn_max64(1, cattn_min64(nt, n_threads));
+#ifndef _OPENMP
+    nt = 1;
+#endif
+    return (int)nt;
+}
+
+size_t FN(cattn_gemm_work_size)(int64_t M, int64_t N, int64_t K)
+{
+    return cattn_round_up(FN(gemm_b_size)(N, K), 64) + FN(gemm_a_size)(M, K);
+}
+
+void FN(cattn_gemm_st)(T *C, int64_t rsc, int64_t csc,
+                       const T *A, int64_t rsa, int64_t csa,
+                       const T *B, int64_t rsb, int64_t csb,
+                       int64_t M, int64_t N, int64_t K,
+                       T alpha, T beta, const T *bias, int act, T *work)
+{
+    FN(gemm_args) g = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, alpha, beta, bias, act};
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == (T)0) { FN(gemm_scale_only)(&g); return; }
+    FN(gemm_run)(&g, work, work + cattn_round_up(FN(gemm_b_size)(N, K), 64), 0, 1);
+}
+
+int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
+                   const T *A, int64_t rsa, int64_t csa,
+                   const T *B, int64_t rsb, int64_t csb,
+                   int64_t M, int64_t N, int64_t K,
+                   T alpha, T beta, const T *bias, int act, int n_threads)
+{
+    FN(gemm_args) g = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, alpha, beta, bias, act};
+    cattn_init();
+    if (M <= 0 || N <= 0) return CATTN_OK;
+    if (K <= 0 || alpha == (T)0) { FN(gemm_scale_only)(&g); return CATTN_OK; }
+    const int nt = FN(gemm_threads)(M, N, K, n_threads);
+    const size_t bsz = cattn_round_up(FN(gemm_b_size)(N, K), 64), asz = FN(gemm_a_size)(M, K);
+    T *buf = cattn_aligned_alloc(sizeof(T) * (bsz + asz * nt));
+    if (!buf) return CATTN_ENOMEM;
+    if (nt == 1) {
+        FN(gemm_run)(&g, buf, buf + bsz, 0, 1);
+    } else {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+        FN(gemm_run)(&g, buf, buf + bsz + asz * CATTN_TID(), CATTN_TID(), CATTN_NT());
+#endif
+    }
+    cattn_aligned_free(buf);
+    return CATTN_OK;
+}
+
+int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
+                           const T *A, const int64_t *offa, int64_t rsa, int64_t csa,
+                           const T *B, const int64_t *offb, int64_t rsb, int64_t csb,
+                           int64_t nb, int64_t M, int64_t N, int64_t K,
+                           T alpha, T beta, const T *bias, int act, int n_threads)
+{
+    cattn_init();
+    if (nb <= 0 || M <= 0 || N <= 0) return CATTN_OK;
+    FN(gemm_args) g0 = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, alpha, beta, bias, act};
+    if (K <= 0 || alpha == (T)0) {
+        for (int64_t b = 0; b < nb; b++) {
+            FN(gemm_args) g = g0; g.C = C + offc[b];
+            FN(gemm_scale_only)(&g);
+        }
+        return CATTN_OK;
+    }
+    const int item_nt = FN(gemm_threads)(M, N, K, n_threads);
+    const int nt = FN(gemm_threads)(M * nb, N, K, n_threads);
+    /* many small items: one item per thread at a time; few large: cooperate */
+    const int independent = nb >= 4 * (int64_t)nt || item_nt < nt;
+    const size_t bsz = cattn_round_up(FN(gemm_b_size)(N, K), 64), asz = FN(gemm_a_size)(M, K);
+    const size_t per_thread = independent ? bsz + asz : asz;
+    T *buf = cattn_aligned_alloc(sizeof(T) * (bsz + per_thread * nt));
+    if (!buf) return CATTN_ENOMEM;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        const int tid = CATTN_TID(), tn = CATTN_NT();
+        T *mine = buf + bsz + per_thread * tid;
+        if (independent) {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+            for (int64_t b = 0; b < nb; b++) {
+                FN(gemm_args) g = g0;
+                g.A = A + offa[b]; g.B = B + offb[b]; g.C = C + offc[b];
+                FN(gemm_run)(&g, mine, mine + bsz, 0, 1);
+            }
+        } else {
+            for (int64_t b = 0; b < nb; b++) {
+                FN(gemm_args) g = g0;
+                g.A = A + offa[b]; g.B = B + offb[b]; g.C = C + offc[b];
+                FN(gemm_run)(&g, buf, mine, tid, tn);
+            }
+        }
+    }
+    cattn_aligned_free(buf);
+    return CATTN_OK;
+}
+
+#undef FN
+#undef CAT2
+#undef CAT2_
