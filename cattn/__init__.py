@@ -7,9 +7,11 @@ __version__ = "0.1.0"
 from . import _ext
 from ._threads import get_num_threads, num_threads, set_num_threads
 from .ops import linear, matmul
+from .attention import KVCache, attention_weights, scaled_dot_product_attention
 from ._config import show_config
 
 __all__ = [
     "matmul", "linear",
+    "scaled_dot_product_attention", "attention_weights", "KVCache",
     "get_num_threads", "set_num_threads", "num_threads", "show_config",
 ]

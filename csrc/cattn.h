@@ -96,4 +96,35 @@ void cattn_gemm_st_f64(double *C, int64_t rsc, int64_t csc,
                        double alpha, double beta, const double *bias, int act,
                        double *work);
 
+
+/* ---- attention.c: fused scaled-dot-product attention ----
+ * O = softmax(Q K^T * scale + mask) V per (batch, head), flash-style: the
+ * (L, S) score matrix is never stored. Legend: L queries, S keys, E head
+ * dim, Ev value dim. A "unit" is one (batch, kv head) with `group` query
+ * heads (GQA: query head h uses kv head h / group).
+ *   Q: Q + offq[u*group+g] (L, E), row stride rsq, last axis contiguous
+ *   K: K + offk[u] (S, E) rows rsk;  V: V + offv[u] (S, Ev) rows rsv
+ *   O: O + offo[u*group+g] (L, Ev) rows rso (must not overlap inputs)
+ *   mask: NULL or + offm[u*group+g], element (i, s) at i*rsm + s*csm;
+ *     mkind 1 = bool bytes (nonzero = attend), 2 = additive (same dtype)
+ *   causal: key s visible to row i iff s <= i + shift
+ *   W: NULL, or the probabilities (L, S) at W + offw[u*group+g] rows rsw,
+ *     in which case O is not computed (attention_weights).
+ * A row with no visible key gives 0; masked keys never contribute, even
+ * when their K or V holds NaN. */
+typedef struct {
+    void *O; const int64_t *offo; int64_t rso;
+    const void *Q; const int64_t *offq; int64_t rsq;
+    const void *K; const int64_t *offk; int64_t rsk;
+    const void *V; const int64_t *offv; int64_t rsv;
+    const void *mask; int mkind; const int64_t *offm; int64_t rsm, csm;
+    void *W; const int64_t *offw; int64_t rsw;
+    int64_t nkv, group, L, S, E, Ev;
+    double scale; int causal; int64_t shift;
+    int64_t nblk; uint8_t *vbad;   /* internal scratch, set by the kernel */
+} cattn_attn_args;
+
+int cattn_attention_f32(cattn_attn_args *args, int n_threads);
+int cattn_attention_f64(cattn_attn_args *args, int n_threads);
+
 #endif

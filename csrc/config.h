@@ -32,4 +32,17 @@
 /* Alignment of every scratch buffer (a cache line). */
 #define CATTN_ALIGN 64
 
+
+/* Fused attention (flash) tiles: BR queries per task (a multiple of the
+ * micro-kernel NR), BC keys per kv block. Working set per task with E=64:
+ * Q^T 16 KiB + S^T BC x BR + O acc BR x Ev + K/V blocks: well inside L2. */
+#define CATTN_ATTN_BR_F32 64
+#define CATTN_ATTN_BC_F32 192
+#define CATTN_ATTN_BR_F64 32
+#define CATTN_ATTN_BC_F64 96
+/* Decode path (few query rows): keys in fixed chunks, combined by
+ * log-sum-exp in chunk order, so results do not depend on threads. */
+#define CATTN_DECODE_MAX_ROWS 8
+#define CATTN_DECODE_CHUNK 256
+
 #endif

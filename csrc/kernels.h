@@ -39,6 +39,8 @@ void cattn_ukr_avx2_f32(int64_t k, const float *a, const float *b, float *c,
                         int64_t ldc, float alpha, float beta);
 void cattn_ukr_avx2_f64(int64_t k, const double *a, const double *b, double *c,
                         int64_t ldc, double alpha, double beta);
+int cattn_attention_avx2_f32(cattn_attn_args *args, int n_threads);
+int cattn_attention_avx2_f64(cattn_attn_args *args, int n_threads);
 #endif
 
 /* packing (gemm.c): A block (mc, kc) into MR-row micro-panels, B block

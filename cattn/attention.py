@@ -1,0 +1,275 @@
+"""cattn.attention — scaled-dot-product attention with torch semantics on
+NumPy arrays, the attention-weights matrix, and a KV cache.
+
+Legend: B batch, Hq query heads, H kv heads, L queries, S keys, E head dim,
+Ev value dim; "..." are free leading batch dims (broadcast).
+"""
+import math
+
+import numpy as np
+
+from . import _ext
+from ._threads import get_num_threads
+from ._validate import as_float_array, check_out, result_dtype
+from .ops import _batch_offsets
+
+_OP = "scaled_dot_product_attention"
+_ALIGN = ("upper_left", "lower_right")
+
+
+def _last_contig(x, dtype):
+    """x cast to dtype with a contiguous last axis and whole-element strides."""
+    if x.dtype != dtype:
+        x = x.astype(dtype)
+    item = x.itemsize
+    if (x.shape[-1] > 1 and x.strides[-1] != item) or not x.flags.aligned \
+            or any(s % item for s in x.strides):
+        x = np.ascontiguousarray(x)
+    return x
+
+
+def _heads(x):
+    """(batch dims, heads) of a (..., H, N, D) array; 2-D means one head."""
+    return (x.shape[:-3], x.shape[-3]) if x.ndim >= 3 else ((), 1)
+
+
+def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
+             causal_alignment, need_value=True):
+    q = as_float_array(query, "query", op)
+    k = as_float_array(key, "key", op)
+    v = as_float_array(value, "value", op) if need_value else None
+    arrays = [a for a in (q, k, v) if a is not None]
+    for name, a in zip(("query", "key", "value"), arrays):
+        if a.ndim < 2:
+            raise ValueError(f"{op}: {name} must have at least 2 dims (..., L, E), got shape {a.shape}")
+    if causal_alignment not in _ALIGN:
+        raise ValueError(f"{op}: causal_alignment must be 'upper_left' or 'lower_right', "
+                         f"got {causal_alignment!r}")
+    if is_causal and attn_mask is not None:
+        raise ValueError(f"{op}: pass either attn_mask or is_causal=True, not both")
+    L, E = q.shape[-2:]
+    S = k.shape[-2]
+    if k.shape[-1] != E:
+        raise ValueError(f"{op}: query has shape {q.shape} and key has shape {k.shape}: "
+                         f"head dims differ ({E} != {k.shape[-1]})")
+    if v is not None and v.shape[-2] != S:
+        raise ValueError(f"{op}: key has shape {k.shape} and value has shape {v.shape}: "
+                         f"sequence lengths differ ({S} != {v.shape[-2]})")
+    qb, Hq = _heads(q)
+    kb, H = _heads(k)
+    if v is not None:
+        vb, Hv = _heads(v)
+        if Hv != H:
+            raise ValueError(f"{op}: key has shape {k.shape} and value has shape {v.shape}: "
+                             "head counts differ")
+    else:
+        vb = kb
+    group = 1
+    if enable_gqa and Hq != H:
+        if H == 0 or Hq % H:
+            raise ValueError(f"{op}: enable_gqa needs query heads ({Hq}) to be a multiple of "
+                             f"kv heads ({H}); shapes {q.shape} and {k.shape}")
+        group = Hq // H
+    try:
+        if group > 1:
+            batch = np.broadcast_shapes(qb, kb, vb) + (H,)
+        else:
+            batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2],
+                                        v.shape[:-2] if v is not None else ())
+    except ValueError:
+        shapes = ", ".join(str(a.shape) for a in arrays)
+        raise ValueError(f"{op}: batch/head dims of {shapes} do not broadcast") from None
+    dtype = result_dtype(*arrays)
+    out_batch = batch + ((group,) if group > 1 else ())   # (..., H, group) or (..., Hq)
+    full = (batch[:-1] + (Hq,) if group > 1 else batch)
+    if scale is None:
+        scale = 1.0 / math.sqrt(E) if E > 0 else 1.0
+    else:
+        scale = float(scale)
+
+    def view_q(x):  # (..., Hq, N, D) -> (..., H, group, N, D) view
+        if group == 1:
+            return x
+        sh = x.shape[:-3] + (H, group) + x.shape[-2:]
+        st = x.strides[:-3] + (x.strides[-3] * group, x.strides[-3]) + x.strides[-2:]
+        return np.lib.stride_tricks.as_strided(x, sh, st, writeable=x.flags.writeable)
+
+    mask, mkind, offm, rsm, csm = None, 0, np.zeros(max(1, int(np.prod(out_batch))), np.int64), 0, 0
+    if attn_mask is not None:
+        m = np.asarray(attn_mask)
+        if m.dtype == np.bool_:
+            mkind = 1
+        elif m.dtype in (np.float32, np.float64):
+            mkind = 2
+            m = m.astype(dtype, copy=False)
+        else:
+            raise TypeError(f"{op}: attn_mask has dtype {m.dtype}; expected bool or float")
+        target = full + (L, S)
+        try:
+            ok = np.broadcast_shapes(m.shape, target) == target
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{op}: attn_mask of shape {m.shape} does not broadcast to {target}")
+        item = m.itemsize
+        if not m.flags.aligned or any(s % item for s in m.strides):
+            m = np.ascontiguousarray(m)
+        mb = view_q(np.broadcast_to(m, target))
+        if mkind == 1:
+            mb = mb.view(np.uint8)
+        es = tuple(s // item for s in mb.strides)
+        offm = _batch_offsets(out_batch, mb.shape[:-2], es[:-2])
+        rsm, csm = es[-2], es[-1]
+        mask = mb
+    return dict(q=q, k=k, v=v, dtype=dtype, L=L, S=S, E=E, group=group, batch=batch,
+                out_batch=out_batch, full=full, scale=scale, view_q=view_q, mask=mask,
+                mkind=mkind, offm=offm, rsm=rsm, csm=csm,
+                shift=(S - L) if causal_alignment == "lower_right" else 0)
+
+
+def _offsets(x, batch_shape):
+    item = x.itemsize
+    es = tuple(s // item for s in x.strides)
+    return _batch_offsets(batch_shape, x.shape[:-2], es[:-2]), es[-2]
+
+
+def _run(p, O=None, W=None):
+    dtype, group, batch, out_batch = p["dtype"], p["group"], p["batch"], p["out_batch"]
+    q = p["view_q"](_last_contig(p["q"], dtype))
+    k = _last_contig(p["k"], dtype)
+    v = _last_contig(p["v"], dtype) if p["v"] is not None else k
+    kv_batch = batch
+    offq, rsq = _offsets(q, out_batch)
+    offk, rsk = _offsets(k, kv_batch)
+    offv, rsv = _offsets(v, kv_batch)
+    target = O if W is None else W
+    offt, rst = _offsets(p["view_q"](target), out_batch)
+    nkv = int(np.prod(batch)) if batch else 1
+    _ext.attention(O if O is not None else q, offt, rst, q, offq, rsq, k, offk, rsk, v, offv, rsv,
+                   p["mask"], p["mkind"], p["offm"], p["rsm"], p["csm"],
+                   W, offt, rst, nkv, group, p["L"], p["S"], p["E"],
+                   v.shape[-1], p["scale"], 1 if p.get("causal") else 0, p["shift"],
+                   get_num_threads())
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, *, scale=None, enable_gqa=False,
+                                 causal_alignment="upper_left", out=None):
+    """softmax(Q K^T * scale + mask) V, fused (the (L, S) scores are never stored).
+
+    query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev) ->
+    (..., Hq, L, Ev); 2-D (L, E) inputs are one head. Leading dims broadcast.
+    attn_mask: bool (True = attend) or float (added), broadcastable to
+    (..., Hq, L, S), read through its strides (never expanded).
+    is_causal: row i sees keys 0..i ("upper_left", torch) or 0..i+S-L
+    ("lower_right", the KV-cache convention); not together with attn_mask.
+    enable_gqa: Hq a multiple of H, query head h uses kv head h // (Hq/H).
+    A row with no key to attend to gives zeros; masked keys never
+    contribute, even if their K or V holds NaN. dropout_p must be 0.
+    """
+    if dropout_p != 0.0:
+        raise ValueError(f"{_OP}: dropout_p must be 0 (cattn is an inference engine), got {dropout_p}")
+    p = _prepare(_OP, query, key, value, attn_mask, is_causal, scale, enable_gqa,
+                 causal_alignment)
+    p["causal"] = bool(is_causal)
+    shape = p["full"] + (p["L"], p["v"].shape[-1])
+    if p["q"].ndim == 2 and p["k"].ndim == 2 and p["v"].ndim == 2:
+        shape = shape[-2:]
+    if out is not None:
+        check_out(out, shape, p["dtype"], _OP, (p["q"], p["k"], p["v"]))
+    O = out
+    if O is None or (O.shape[-1] > 1 and O.strides[-1] != O.itemsize):
+        O = np.empty(shape, dtype=p["dtype"])
+    O_full = O.reshape(p["full"] + O.shape[-2:]) if O.ndim != len(p["full"]) + 2 else O
+    _run(p, O=O_full)
+    if out is not None and O is not out:
+        out[...] = O
+        return out
+    return O
+
+
+def attention_weights(query, key, attn_mask=None, is_causal=False, *, scale=None,
+                      enable_gqa=False, causal_alignment="upper_left"):
+    """The probability matrix A = softmax(Q K^T * scale + mask): (..., Hq, L, S).
+
+    Same arguments and semantics as scaled_dot_product_attention (rows with
+    nothing to attend to are zeros), computed by the same kernel tiles."""
+    op = "attention_weights"
+    p = _prepare(op, query, key, None, attn_mask, is_causal, scale, enable_gqa,
+                 causal_alignment, need_value=False)
+    p["causal"] = bool(is_causal)
+    shape = p["full"] + (p["L"], p["S"])
+    W = np.empty(shape, dtype=p["dtype"])
+    if W.size:
+        _run(p, W=W)
+    if p["q"].ndim == 2 and p["k"].ndim == 2:
+        W = W.reshape(W.shape[-2:])
+    return W
+
+
+class KVCache:
+    """Preallocated keys and values for incremental decoding.
+
+    k, v: (batch, kv_heads, max_len, head_dim) arrays; `append` writes new
+    positions; `keys` / `values` are views of the filled prefix (no copy);
+    `attend(q)` runs attention of new queries over the filled prefix with
+    the KV-cache causal convention (lower_right)."""
+
+    def __init__(self, batch, kv_heads, max_len, head_dim, dtype=np.float32, value_dim=None):
+        dtype = np.dtype(dtype)
+        if dtype not in (np.float32, np.float64):
+            raise TypeError(f"KVCache: dtype {dtype} not supported; use float32 or float64")
+        dims = dict(batch=batch, kv_heads=kv_heads, max_len=max_len, head_dim=head_dim)
+        for name, n in dims.items():
+            if not isinstance(n, (int, np.integer)) or n < 0:
+                raise ValueError(f"KVCache: {name} must be a non-negative int, got {n!r}")
+        value_dim = head_dim if value_dim is None else value_dim
+        self.k = np.zeros((batch, kv_heads, max_len, head_dim), dtype)
+        self.v = np.zeros((batch, kv_heads, max_len, value_dim), dtype)
+        self.length = 0
+
+    @property
+    def max_len(self):
+        return self.k.shape[2]
+
+    @property
+    def keys(self):
+        return self.k[:, :, :self.length]
+
+    @property
+    def values(self):
+        return self.v[:, :, :self.length]
+
+    def append(self, k, v):
+        """Append k (batch, kv_heads, T, head_dim) and v (..., T, value_dim);
+        returns the new length. Raises ValueError past max_len."""
+        k = np.asarray(k)
+        v = np.asarray(v)
+        b, h, _, e = self.k.shape
+        ev = self.v.shape[-1]
+        if k.ndim != 4 or k.shape[:2] != (b, h) or k.shape[3] != e:
+            raise ValueError(f"KVCache.append: k has shape {k.shape}, expected ({b}, {h}, T, {e})")
+        t = k.shape[2]
+        if v.shape != (b, h, t, ev):
+            raise ValueError(f"KVCache.append: v has shape {v.shape}, expected ({b}, {h}, {t}, {ev})")
+        if self.length + t > self.max_len:
+            raise ValueError(f"KVCache.append: {self.length} + {t} positions exceed max_len "
+                             f"{self.max_len}")
+        self.k[:, :, self.length:self.length + t] = k
+        self.v[:, :, self.length:self.length + t] = v
+        self.length += t
+        return self.length
+
+    def reset(self):
+        self.length = 0
+
+    def attend(self, q, attn_mask=None, is_causal=True, *, scale=None, out=None):
+        """Attention of q (batch, Hq, L, head_dim) over the filled prefix;
+        Hq may be a multiple of kv_heads (GQA). Causal is lower-right aligned:
+        the last query row sees every cached key."""
+        q = np.asarray(q)
+        gqa = q.ndim == 4 and q.shape[1] != self.k.shape[1]
+        return scaled_dot_product_attention(
+            q, self.keys, self.values, attn_mask=attn_mask,
+            is_causal=is_causal and attn_mask is None, scale=scale, enable_gqa=gqa,
+            causal_alignment="lower_right", out=out)
