@@ -1,6 +1,6 @@
 /* gemm_tmpl.h — the blocked GEMM driver, written once for T = float and
  * T = double. Included by gemm.c with these macros defined:
- *   T, SFX (f32/f64), MR, NR, KC, MC, NC, UKR (dispatch entry).
+ *   T, SFX (f32/f64), MR, NR, KC, MC, NC, UKR, DOTN (dispatch entries).
  *
  * C[M,N] = alpha * A[M,K] · B[K,N] + beta * C   (+ bias[N], act)
  * Loops (BLIS): jc (NC) -> pc (KC) -> pack B -> ic (MC) -> pack A
@@ -204,6 +204,56 @@ static int FN(gemm_threads)(int64_t M, int64_t N, int64_t K, int n_threads)
     return (int)nt;
 }
 
+/* Few rows of A against a transposed B (a linear layer's weight, rsb == 1):
+ * C[i,j] = alpha * A[i,:] · Bt[j,:] + beta * C[i,j] (+ bias, act) as dot
+ * products straight from the weight rows: no packing, B read once.
+ * Columns are split in fixed chunks of GEMV_CHUNK, so any thread count
+ * gives the same bits. A rows with csa != 1 are copied to arow first. */
+#define GEMV_CHUNK 256
+static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, T *arow, T *tmp)
+{
+    const int64_t n = cattn_min64(GEMV_CHUNK, g->N - j0);
+    for (int64_t i = 0; i < g->M; i++) {
+        const T *a = g->A + i * g->rsa;
+        if (g->csa != 1) {
+            for (int64_t p = 0; p < g->K; p++) arow[p] = a[p * g->csa];
+            a = arow;
+        }
+        DOTN(tmp, a, g->B + j0 * g->csb, g->csb, n, g->K);
+        T *c = g->C + i * g->rsc + j0 * g->csc;
+        for (int64_t j = 0; j < n; j++) {
+            T v = g->alpha * tmp[j];
+            if (g->beta != (T)0) v += g->beta * c[j * g->csc];
+            if (g->bias) v += g->bias[j0 + j];
+            tmp[j] = v;
+        }
+        if (g->act != CATTN_ACT_NONE) FN(cattn_act_row)(tmp, n, g->act);
+        for (int64_t j = 0; j < n; j++) c[j * g->csc] = tmp[j];
+    }
+}
+
+static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
+{
+    const int64_t nch = cattn_cdiv(g->N, GEMV_CHUNK);
+    const double work = (double)g->M * g->N * g->K;
+    int nt = (int)cattn_max64(1, cattn_min64(n_threads, cattn_min64(nch, (int64_t)(work / 65536) + 1)));
+#ifndef _OPENMP
+    nt = 1;
+#endif
+    const size_t per = cattn_round_up(g->K, 16) + GEMV_CHUNK;
+    T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
+    if (!buf) return CATTN_ENOMEM;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#endif
+    for (int64_t c = 0; c < nch; c++) {
+        T *w = buf + per * CATTN_TID();
+        FN(gemv_chunk)(g, c * GEMV_CHUNK, w, w + cattn_round_up(g->K, 16));
+    }
+    cattn_aligned_free(buf);
+    return CATTN_OK;
+}
+
 size_t FN(cattn_gemm_work_size)(int64_t M, int64_t N, int64_t K)
 {
     return cattn_round_up(FN(gemm_b_size)(N, K), 64) + FN(gemm_a_size)(M, K);
@@ -231,6 +281,7 @@ int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
     cattn_init();
     if (M <= 0 || N <= 0) return CATTN_OK;
     if (K <= 0 || alpha == (T)0) { FN(gemm_scale_only)(&g); return CATTN_OK; }
+    if (M <= CATTN_GEMV_MAX_M && rsb == 1) return FN(gemv)(&g, n_threads);
     const int nt = FN(gemm_threads)(M, N, K, n_threads);
     const size_t bsz = cattn_round_up(FN(gemm_b_size)(N, K), 64), asz = FN(gemm_a_size)(M, K);
     T *buf = cattn_aligned_alloc(sizeof(T) * (bsz + asz * nt));
@@ -298,6 +349,7 @@ int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
     return CATTN_OK;
 }
 
+#undef GEMV_CHUNK
 #undef FN
 #undef CAT2
 #undef CAT2_
