@@ -23,17 +23,27 @@ static inline void ukr_ref_##SFX(int64_t k, const T *a, int64_t lak, int64_t lai
 static inline void expsub_ref_##SFX(T *x, const T *m, T *l, int64_t n)            \
 {                                                                                 \
     for (int64_t i = 0; i < n; i++) { x[i] = cattn_exp_##SFX(x[i] - m[i]); l[i] += x[i]; } \
-}                                                                                 \
-static inline void dot_rows_ref_##SFX(T *out, const T *q, const T *K, int64_t rsk, \
-                                      int64_t n, int64_t E)                       \
+}
+
+#define ATTN_REF_DECODE(SFX, T)                                                   \
+static inline T expsum_ref_##SFX(T *x, T m, int64_t n)                            \
 {                                                                                 \
+    T sum = 0;                                                                    \
+    for (int64_t s = 0; s < n; s++) { x[s] = cattn_exp_##SFX(x[s] - m); sum += x[s]; } \
+    return sum;                                                                   \
+}                                                                                 \
+static inline void pv_rows_ref_##SFX(T *o, const T *p, const T *V, int64_t rsv,   \
+                                     int64_t n, int64_t Ev)                       \
+{                                                                                 \
+    for (int64_t j = 0; j < Ev; j++) o[j] = 0;                                    \
     for (int64_t s = 0; s < n; s++) {                                             \
-        T acc = 0;                                                                \
-        for (int64_t e = 0; e < E; e++) acc += q[e] * K[s * rsk + e];             \
-        out[s] = acc;                                                             \
+        if (p[s] == (T)0) continue;                                               \
+        for (int64_t j = 0; j < Ev; j++) o[j] += p[s] * V[s * rsv + j];           \
     }                                                                             \
 }
 
+ATTN_REF_DECODE(f32, float)
+ATTN_REF_DECODE(f64, double)
 ATTN_REF_UKR(f32, float, CATTN_MR_F32, CATTN_NR_F32)
 ATTN_REF_UKR(f64, double, CATTN_MR_F64, CATTN_NR_F64)
 
@@ -46,7 +56,9 @@ ATTN_REF_UKR(f64, double, CATTN_MR_F64, CATTN_NR_F64)
 #define BC CATTN_ATTN_BC_F32
 #define ukr ukr_ref_f32
 #define expsub expsub_ref_f32
-#define dot_rows dot_rows_ref_f32
+#define dot_rows cattn_dotn_ref_f32
+#define expsum expsum_ref_f32
+#define pv_rows pv_rows_ref_f32
 #define expf1 cattn_exp_f32
 #include "attention_tmpl.h"
 #undef T
@@ -58,6 +70,8 @@ ATTN_REF_UKR(f64, double, CATTN_MR_F64, CATTN_NR_F64)
 #undef ukr
 #undef expsub
 #undef dot_rows
+#undef expsum
+#undef pv_rows
 #undef expf1
 
 #define T double
@@ -68,7 +82,9 @@ ATTN_REF_UKR(f64, double, CATTN_MR_F64, CATTN_NR_F64)
 #define BC CATTN_ATTN_BC_F64
 #define ukr ukr_ref_f64
 #define expsub expsub_ref_f64
-#define dot_rows dot_rows_ref_f64
+#define dot_rows cattn_dotn_ref_f64
+#define expsum expsum_ref_f64
+#define pv_rows pv_rows_ref_f64
 #define expf1 cattn_exp_f64
 #include "attention_tmpl.h"
 

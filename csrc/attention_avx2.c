@@ -113,68 +113,136 @@ static inline double hsum_pd(__m256d v)
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
 
-/* out[s] = q · K[s]: 4 keys per pass; E tail handled by scalar adds */
-static inline void dot_rows_avx2_f32(float *out, const float *q, const float *K, int64_t rsk,
-                                     int64_t n, int64_t E)
+/* x[s] = exp(x[s] - m); returns the sum: 8 lanes then a fixed-order tail */
+static inline float expsum_avx2_f32(float *x, float m, int64_t n)
 {
-    const int64_t E8 = E & ~(int64_t)7;
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t s = 0;
+    for (; s + 8 <= n; s += 8) {
+        const __m256 e = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + s), vm));
+        _mm256_storeu_ps(x + s, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float sum = hsum_ps(acc);
+    for (; s < n; s++) { x[s] = cattn_exp_f32(x[s] - m); sum += x[s]; }   /* tail */
+    return sum;
+}
+
+static inline double expsum_avx2_f64(double *x, double m, int64_t n)
+{
+    const __m256d vm = _mm256_set1_pd(m);
+    __m256d acc = _mm256_setzero_pd();
     int64_t s = 0;
     for (; s + 4 <= n; s += 4) {
-        const float *k0 = K + s * rsk, *k1 = k0 + rsk, *k2 = k1 + rsk, *k3 = k2 + rsk;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t e = 0; e < E8; e += 8) {
-            const __m256 qv = _mm256_loadu_ps(q + e);
-            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + e), a0);
-            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + e), a1);
-            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + e), a2);
-            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + e), a3);
-        }
-        float r0 = hsum_ps(a0), r1 = hsum_ps(a1), r2 = hsum_ps(a2), r3 = hsum_ps(a3);
-        for (int64_t e = E8; e < E; e++) {                       /* tail */
-            r0 += q[e] * k0[e]; r1 += q[e] * k1[e]; r2 += q[e] * k2[e]; r3 += q[e] * k3[e];
-        }
-        out[s] = r0; out[s + 1] = r1; out[s + 2] = r2; out[s + 3] = r3;
+        const __m256d e = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + s), vm));
+        _mm256_storeu_pd(x + s, e);
+        acc = _mm256_add_pd(acc, e);
     }
-    for (; s < n; s++) {
-        const float *k0 = K + s * rsk;
-        __m256 a0 = _mm256_setzero_ps();
-        for (int64_t e = 0; e < E8; e += 8)
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + e), _mm256_loadu_ps(k0 + e), a0);
-        float r0 = hsum_ps(a0);
-        for (int64_t e = E8; e < E; e++) r0 += q[e] * k0[e];
-        out[s] = r0;
+    double sum = hsum_pd(acc);
+    for (; s < n; s++) { x[s] = cattn_exp_f64(x[s] - m); sum += x[s]; }
+    return sum;
+}
+
+/* o[j] = sum_{p[s] != 0} p[s] V[s][j]: 64 (32) columns in 8 ymm registers
+ * per pass over the keys; column tail in plain C */
+static inline void pv_rows_avx2_f32(float *o, const float *p, const float *V, int64_t rsv,
+                                    int64_t n, int64_t Ev)
+{
+    int64_t j = 0;
+    for (; j + 64 <= Ev; j += 64) {
+        __m256 a[8];
+        for (int t = 0; t < 8; t++) a[t] = _mm256_setzero_ps();
+        for (int64_t s = 0; s < n; s++) {
+            const float *vs = V + s * rsv + j;
+            if (p[s] == 0.0f) continue;
+            const __m256 ps = _mm256_broadcast_ss(p + s);
+            for (int t = 0; t < 8; t++) a[t] = _mm256_fmadd_ps(ps, _mm256_loadu_ps(vs + 8 * t), a[t]);
+        }
+        for (int t = 0; t < 8; t++) _mm256_storeu_ps(o + j + 8 * t, a[t]);
+    }
+    for (; j + 8 <= Ev; j += 8) {
+        __m256 a = _mm256_setzero_ps();
+        for (int64_t s = 0; s < n; s++)
+            if (p[s] != 0.0f) a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + s), _mm256_loadu_ps(V + s * rsv + j), a);
+        _mm256_storeu_ps(o + j, a);
+    }
+    for (; j < Ev; j++) {                                               /* tail */
+        float a = 0;
+        for (int64_t s = 0; s < n; s++) if (p[s] != 0.0f) a += p[s] * V[s * rsv + j];
+        o[j] = a;
     }
 }
 
-static inline void dot_rows_avx2_f64(double *out, const double *q, const double *K, int64_t rsk,
-                                     int64_t n, int64_t E)
+static inline void pv_rows_avx2_f64(double *o, const double *p, const double *V, int64_t rsv,
+                                    int64_t n, int64_t Ev)
 {
-    const int64_t E4 = E & ~(int64_t)3;
-    int64_t s = 0;
-    for (; s + 4 <= n; s += 4) {
-        const double *k0 = K + s * rsk, *k1 = k0 + rsk, *k2 = k1 + rsk, *k3 = k2 + rsk;
-        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t e = 0; e < E4; e += 4) {
-            const __m256d qv = _mm256_loadu_pd(q + e);
-            a0 = _mm256_fmadd_pd(qv, _mm256_loadu_pd(k0 + e), a0);
-            a1 = _mm256_fmadd_pd(qv, _mm256_loadu_pd(k1 + e), a1);
-            a2 = _mm256_fmadd_pd(qv, _mm256_loadu_pd(k2 + e), a2);
-            a3 = _mm256_fmadd_pd(qv, _mm256_loadu_pd(k3 + e), a3);
+    int64_t j = 0;
+    for (; j + 32 <= Ev; j += 32) {
+        __m256d a[8];
+        for (int t = 0; t < 8; t++) a[t] = _mm256_setzero_pd();
+        for (int64_t s = 0; s < n; s++) {
+            if (p[s] == 0.0) continue;
+            const __m256d ps = _mm256_broadcast_sd(p + s);
+            const double *vs = V + s * rsv + j;
+            for (int t = 0; t < 8; t++) a[t] = _mm256_fmadd_pd(ps, _mm256_loadu_pd(vs + 4 * t), a[t]);
         }
-        double r0 = hsum_pd(a0), r1 = hsum_pd(a1), r2 = hsum_pd(a2), r3 = hsum_pd(a3);
-        for (int64_t e = E4; e < E; e++) {
-            r0 += q[e] * k0[e]; r1 += q[e] * k1[e]; r2 += q[e] * k2[e]; r3 += q[e] * k3[e];
-        }
-        out[s] = r0; out[s + 1] = r1; out[s + 2] = r2; out[s + 3] = r3;
+        for (int t = 0; t < 8; t++) _mm256_storeu_pd(o + j + 4 * t, a[t]);
     }
-    for (; s < n; s++) {
-        const double *k0 = K + s * rsk;
-        __m256d a0 = _mm256_setzero_pd();
-        for (int64_t e = 0; e < E4; e += 4)
-            a0 = _mm256_fmadd_pd(_mm256_loadu_pd(q + e), _mm256_loadu_pd(k0 + e), a0);
-        double r0 = hsum_pd(a0);
-        for (int64_t e = E4; e < E; e++) r0 += q[e] * k0[e];
-        out[s] = r0;
+    for (; j + 4 <= Ev; j += 4) {
+        __m256d a = _mm256_setzero_pd();
+        for (int64_t s = 0; s < n; s++)
+            if (p[s] != 0.0) a = _mm256_fmadd_pd(_mm256_broadcast_sd(p + s), _mm256_loadu_pd(V + s * rsv + j), a);
+        _mm256_storeu_pd(o + j, a);
+    }
+    for (; j < Ev; j++) {
+        double a = 0;
+        for (int64_t s = 0; s < n; s++) if (p[s] != 0.0) a += p[s] * V[s * rsv + j];
+        o[j] = a;
+    }
+}
+
+/* Q^T panels for float32: qp[jp][e][j] = Q[jp*16+j][e] * scale, 8x8 blocks
+ * transposed in registers; rows past br are zeros, ragged edges scalar. */
+static void pack_qt_avx2_f32(float *qp, const float *Q, int64_t rsq, int64_t br, int64_t brp,
+                             int64_t E, float scale)
+{
+    const __m256 vs = _mm256_set1_ps(scale);
+    const int64_t E8 = E & ~(int64_t)7;
+    for (int64_t i0 = 0; i0 < brp; i0 += 8) {
+        float *dst = qp + (i0 / 16) * 16 * E + (i0 % 16);
+        if (i0 + 8 <= br) {
+            const float *q = Q + i0 * rsq;
+            for (int64_t e = 0; e < E8; e += 8) {
+                __m256 r0 = _mm256_loadu_ps(q + 0 * rsq + e), r1 = _mm256_loadu_ps(q + 1 * rsq + e),
+                       r2 = _mm256_loadu_ps(q + 2 * rsq + e), r3 = _mm256_loadu_ps(q + 3 * rsq + e),
+                       r4 = _mm256_loadu_ps(q + 4 * rsq + e), r5 = _mm256_loadu_ps(q + 5 * rsq + e),
+                       r6 = _mm256_loadu_ps(q + 6 * rsq + e), r7 = _mm256_loadu_ps(q + 7 * rsq + e);
+                __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+                       t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+                       t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+                       t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+                __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                       u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                       u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                       u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                float *d = dst + e * 16;
+                _mm256_storeu_ps(d + 0 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u0, u4, 0x20)));
+                _mm256_storeu_ps(d + 1 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u1, u5, 0x20)));
+                _mm256_storeu_ps(d + 2 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u2, u6, 0x20)));
+                _mm256_storeu_ps(d + 3 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u3, u7, 0x20)));
+                _mm256_storeu_ps(d + 4 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u0, u4, 0x31)));
+                _mm256_storeu_ps(d + 5 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u1, u5, 0x31)));
+                _mm256_storeu_ps(d + 6 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u2, u6, 0x31)));
+                _mm256_storeu_ps(d + 7 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u3, u7, 0x31)));
+            }
+            for (int64_t e = E8; e < E; e++)                                   /* tail */
+                for (int j = 0; j < 8; j++) dst[e * 16 + j] = q[j * rsq + e] * scale;
+        } else {                                        /* ragged or padded rows */
+            for (int64_t e = 0; e < E; e++)
+                for (int j = 0; j < 8; j++)
+                    dst[e * 16 + j] = i0 + j < br ? Q[(i0 + j) * rsq + e] * scale : 0.0f;
+        }
     }
 }
 
@@ -190,8 +258,11 @@ static inline double exp1_avx2_f64(double x) { return cattn_exp_f64(x); }
 #define BC CATTN_ATTN_BC_F32
 #define ukr ukr_avx2_f32
 #define expsub expsub_avx2_f32
-#define dot_rows dot_rows_avx2_f32
+#define dot_rows cattn_dotn_avx2_f32
+#define expsum expsum_avx2_f32
+#define pv_rows pv_rows_avx2_f32
 #define expf1 exp1_avx2_f32
+#define pack_qt pack_qt_avx2_f32
 #include "attention_tmpl.h"
 #undef T
 #undef SFX
@@ -202,6 +273,8 @@ static inline double exp1_avx2_f64(double x) { return cattn_exp_f64(x); }
 #undef ukr
 #undef expsub
 #undef dot_rows
+#undef expsum
+#undef pv_rows
 #undef expf1
 
 #define T double
@@ -212,7 +285,9 @@ static inline double exp1_avx2_f64(double x) { return cattn_exp_f64(x); }
 #define BC CATTN_ATTN_BC_F64
 #define ukr ukr_avx2_f64
 #define expsub expsub_avx2_f64
-#define dot_rows dot_rows_avx2_f64
+#define dot_rows cattn_dotn_avx2_f64
+#define expsum expsum_avx2_f64
+#define pv_rows pv_rows_avx2_f64
 #define expf1 exp1_avx2_f64
 #include "attention_tmpl.h"
 #endif

@@ -6,6 +6,8 @@
  *       c[MR,NR] (=|+=) sum_p a[p*lak + i*lai] * b[p*ldb + j]
  *   expsub(x, m, l, n)   x[i] = exp(x[i] - m[i]); l[i] += x[i]   (n % NR == 0)
  *   dot_rows(out, q, K, rsk, n, E)  out[s] = q · K[s*rsk : +E]  for s < n
+ *   expsum(x, m, n)      x[s] = exp(x[s] - m), returns the sum (fixed order)
+ *   pv_rows(o, p, V, rsv, n, Ev)  o[j] = sum over s with p[s] != 0 of p[s] V[s][j]
  *   expf1(x)             scalar exp with vexp.h semantics
  *
  * Shapes (legend: L queries, S keys, E head dim, Ev value dim; a "unit" is
@@ -24,7 +26,11 @@
 #define CAT3(a, b, c) CAT3_(a, b, c)
 #define FN(name) CAT3(name, PATH, SFX)
 
-/* rows of Q^T panels (NR queries each) scaled: qp[jp][e][j] = Q[i0+jp*NR+j][e]*scale */
+/* rows of Q^T panels (NR queries each) scaled: qp[jp][e][j] = Q[i0+jp*NR+j][e]*scale
+ * (the includer may provide a faster pack_qt with the same contract) */
+#ifndef pack_qt
+#define pack_qt FN(attn_pack_qt)
+#endif
 static void FN(attn_pack_qt)(T *qp, const T *Q, int64_t rsq, int64_t br, int64_t brp,
                              int64_t E, T scale)
 {
@@ -114,7 +120,7 @@ static void FN(attn_flash_task)(const cattn_attn_args *g, int64_t uq, int64_t qb
 
     int64_t s_end = S;
     if (g->causal) s_end = cattn_max64(0, cattn_min64(S, i0 + br + g->shift));
-    FN(attn_pack_qt)(qp, Q, g->rsq, br, brp, E, (T)g->scale);
+    pack_qt(qp, Q, g->rsq, br, brp, E, (T)g->scale);
     for (int64_t i = 0; i < ldp; i++) { m[i] = ninf; l[i] = 0; }
     if (!g->W)
         for (int64_t i = 0; i < brm * evp; i++) Oa[i] = 0;
@@ -238,52 +244,53 @@ static void FN(attn_flash_task)(const cattn_attn_args *g, int64_t uq, int64_t qb
 }
 
 /* Decode: a unit's group*L query rows (few) over key chunk c. Partials:
- * part[(u*nch + c)*rows + r] = {m, l, O[Ev]}. Keys with zero weight are
- * skipped, so NaN in masked or padded cache slots never leaks. */
+ * part[(u*nch + c)*rows + r] = {m, l, O[Ev]}. Scores of all rows are taken
+ * per block of 16 keys while those K rows sit in L1; keys with zero weight
+ * are skipped in P·V, so NaN in masked or padded cache slots never leaks.
+ * work: rows x (E + CHUNK) scaled queries and scores. */
 static void FN(attn_decode_task)(const cattn_attn_args *g, int64_t u, int64_t c, int64_t nch,
                                  T *part, T *work)
 {
     const int64_t E = g->E, Ev = g->Ev, L = g->L, rows = g->group * L;
     const int64_t s0 = c * CATTN_DECODE_CHUNK;
     const int64_t n = cattn_min64(CATTN_DECODE_CHUNK, g->S - s0);
+    const int64_t ldq = cattn_round_up(E, 16);
     const T *K = (const T *)g->K + g->offk[u] + s0 * g->rsk;
     const T *V = (const T *)g->V + g->offv[u] + s0 * g->rsv;
-    T *qs = work, *sc = work + cattn_round_up(E, 16);
+    T *qs = work, *sc = work + rows * ldq;
     const T ninf = -(T)INFINITY;
     for (int64_t r = 0; r < rows; r++) {
         const int64_t gi = r / L, i = r % L, uq = u * g->group + gi;
         const T *q = (const T *)g->Q + g->offq[uq] + i * g->rsq;
+        for (int64_t e = 0; e < E; e++) qs[r * ldq + e] = q[e] * (T)g->scale;
+    }
+    for (int64_t sb = 0; sb < n; sb += 16)                     /* scores */
+        for (int64_t r = 0; r < rows; r++)
+            dot_rows(sc + r * CATTN_DECODE_CHUNK + sb, qs + r * ldq, K + sb * g->rsk, g->rsk,
+                     cattn_min64(16, n - sb), E);
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t gi = r / L, i = r % L, uq = u * g->group + gi;
+        T *scr = sc + r * CATTN_DECODE_CHUNK;
         T *pr = part + ((u * nch + c) * rows + r) * (2 + Ev);
-        for (int64_t e = 0; e < E; e++) qs[e] = q[e] * (T)g->scale;
-        dot_rows(sc, qs, K, g->rsk, n, E);
         int64_t lim = n;                                    /* causal limit */
         if (g->causal) lim = cattn_max64(0, cattn_min64(n, i + g->shift + 1 - s0));
-        for (int64_t s = lim; s < n; s++) sc[s] = ninf;
+        for (int64_t s = lim; s < n; s++) scr[s] = ninf;
         if (g->mkind == 1) {
             const uint8_t *mk = (const uint8_t *)g->mask + g->offm[uq] + i * g->rsm + s0 * g->csm;
-            for (int64_t s = 0; s < n; s++) if (!mk[s * g->csm]) sc[s] = ninf;
+            for (int64_t s = 0; s < n; s++) if (!mk[s * g->csm]) scr[s] = ninf;
         } else if (g->mkind == 2) {
             const T *mk = (const T *)g->mask + g->offm[uq] + i * g->rsm + s0 * g->csm;
             for (int64_t s = 0; s < n; s++) {
                 const T v = mk[s * g->csm];
-                sc[s] = v == ninf ? ninf : sc[s] + v;
+                scr[s] = v == ninf ? ninf : scr[s] + v;
             }
         }
         T mx = ninf;
-        for (int64_t s = 0; s < n; s++) mx = sc[s] > mx || sc[s] != sc[s] ? sc[s] : mx;
+        for (int64_t s = 0; s < n; s++) mx = scr[s] > mx || scr[s] != scr[s] ? scr[s] : mx;
         const T mu = mx == ninf ? (T)0 : mx;
-        T lsum = 0;
-        T *o = pr + 2;
-        for (int64_t j = 0; j < Ev; j++) o[j] = 0;
-        for (int64_t s = 0; s < n; s++) {
-            const T p = expf1(sc[s] - mu);
-            if (p == (T)0) continue;
-            lsum += p;
-            const T *vs = V + s * g->rsv;
-            for (int64_t j = 0; j < Ev; j++) o[j] += p * vs[j];
-        }
         pr[0] = mx;
-        pr[1] = lsum;
+        pr[1] = expsum(scr, mu, n);                         /* P = exp(S - m) */
+        pv_rows(pr + 2, scr, V, g->rsv, n, Ev);             /* O = P · V */
     }
 }
 
@@ -339,7 +346,7 @@ int FN(cattn_attention)(cattn_attn_args *g, int n_threads)
 #ifndef _OPENMP
     nt = 1;
 #endif
-    size_t per = decode ? (size_t)cattn_round_up(g->E, 16) + CATTN_DECODE_CHUNK
+    size_t per = decode ? (size_t)(rows * (cattn_round_up(g->E, 16) + CATTN_DECODE_CHUNK))
                         : FN(attn_task_scratch)(g);
     per = cattn_round_up(per, 16);
     size_t shared = decode ? (size_t)(g->nkv * nch * rows * (2 + g->Ev)) : 0;
@@ -384,6 +391,7 @@ int FN(cattn_attention)(cattn_attn_args *g, int n_threads)
     return CATTN_OK;
 }
 
+#undef pack_qt
 #undef FN
 #undef CAT3
 #undef CAT3_

@@ -8,7 +8,8 @@
 #include <string.h>
 #include "kernels.h"
 
-cattn_dispatch_t cattn_kt = {"portable", cattn_ukr_ref_f32, cattn_ukr_ref_f64};
+cattn_dispatch_t cattn_kt = {"portable", cattn_ukr_ref_f32, cattn_ukr_ref_f64,
+                             cattn_dotn_ref_f32, cattn_dotn_ref_f64};
 
 int cattn_cpu_has_avx2_fma(void)
 {
@@ -31,12 +32,15 @@ static int initialized = 0;
 void cattn_init(void)
 {
     if (initialized) return;
-    cattn_dispatch_t kt = {"portable", cattn_ukr_ref_f32, cattn_ukr_ref_f64};
+    cattn_dispatch_t kt = {"portable", cattn_ukr_ref_f32, cattn_ukr_ref_f64,
+                           cattn_dotn_ref_f32, cattn_dotn_ref_f64};
 #ifdef CATTN_X86
     if (!force_portable() && cattn_cpu_has_avx2_fma()) {
         kt.name = "avx2";
         kt.gemm_f32 = cattn_ukr_avx2_f32;
         kt.gemm_f64 = cattn_ukr_avx2_f64;
+        kt.dotn_f32 = cattn_dotn_avx2_f32;
+        kt.dotn_f64 = cattn_dotn_avx2_f64;
     }
 #else
     (void)force_portable;

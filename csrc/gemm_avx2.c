@@ -6,6 +6,7 @@
  *   12 ymm accumulators (rows i, column halves 0/1).
  * float64 6x8: the same shape in doubles (4 per ymm).
  * a: (k, 6) packed; b: (k, 16|8) packed and 64-byte aligned; c row stride ldc.
+ * Also cattn_dotn_*: n dot products of one vector against matrix rows.
  */
 #include "kernels.h"
 
@@ -101,4 +102,98 @@ void cattn_ukr_avx2_f64(int64_t k, const double *CATTN_RESTRICT a,
     ROW_STORE_PD(c + 4 * ldc, c40, c41);
     ROW_STORE_PD(c + 5 * ldc, c50, c51);
 }
+static inline float hsum_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline double hsum_pd(__m256d v)
+{
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+/* Multi-row dot products (GEMV with a transposed matrix; attention decode):
+ *   out[s] = q[0:E] · K[s*rsk : s*rsk+E]   for s < n
+ * q: (E,) contiguous; K: (n, E) rows contiguous, row stride rsk. */
+/* out[s] = q · K[s]: 4 keys per pass; E tail handled by scalar adds */
+/* 8 horizontal sums at once: out[r] = sum of the lanes of a[r] */
+static inline __m256 hsum8_ps(__m256 a0, __m256 a1, __m256 a2, __m256 a3,
+                              __m256 a4, __m256 a5, __m256 a6, __m256 a7)
+{
+    const __m256 s0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    const __m256 s1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+    return _mm256_add_ps(_mm256_permute2f128_ps(s0, s1, 0x20), _mm256_permute2f128_ps(s0, s1, 0x31));
+}
+
+void cattn_dotn_avx2_f32(float *out, const float *q, const float *K, int64_t rsk,
+                         int64_t n, int64_t E)
+{
+    const int64_t E8 = E & ~(int64_t)7;
+    int64_t s = 0;
+    for (; s + 8 <= n; s += 8) {                        /* 8 keys: 8 FMA chains */
+        const float *k0 = K + s * rsk;
+        __m256 a[8];
+        for (int r = 0; r < 8; r++) a[r] = _mm256_setzero_ps();
+        for (int64_t e = 0; e < E8; e += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + e);
+            for (int r = 0; r < 8; r++)
+                a[r] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + r * rsk + e), a[r]);
+        }
+        __m256 sums = hsum8_ps(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+        if (E8 < E) {                                                    /* tail */
+            float t[8];
+            _mm256_storeu_ps(t, sums);
+            for (int r = 0; r < 8; r++)
+                for (int64_t e = E8; e < E; e++) t[r] += q[e] * k0[r * rsk + e];
+            sums = _mm256_loadu_ps(t);
+        }
+        _mm256_storeu_ps(out + s, sums);
+    }
+    for (; s < n; s++) {
+        const float *k0 = K + s * rsk;
+        __m256 a0 = _mm256_setzero_ps();
+        for (int64_t e = 0; e < E8; e += 8)
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + e), _mm256_loadu_ps(k0 + e), a0);
+        float r0 = hsum_ps(a0);
+        for (int64_t e = E8; e < E; e++) r0 += q[e] * k0[e];
+        out[s] = r0;
+    }
+}
+
+void cattn_dotn_avx2_f64(double *out, const double *q, const double *K, int64_t rsk,
+                                     int64_t n, int64_t E)
+{
+    const int64_t E4 = E & ~(int64_t)3;
+    int64_t s = 0;
+    for (; s + 4 <= n; s += 4) {
+        const double *k0 = K + s * rsk, *k1 = k0 + rsk, *k2 = k1 + rsk, *k3 = k2 + rsk;
+        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t e = 0; e < E4; e += 4) {
+            const __m256d qv = _mm256_loadu_pd(q + e);
+            a0 = _mm256_fmadd_pd(qv, _mm256_loadu_pd(k0 + e), a0);
+            a1 = _mm256_fmadd_pd(qv, _mm256_loadu_pd(k1 + e), a1);
+            a2 = _mm256_fmadd_pd(qv, _mm256_loadu_pd(k2 + e), a2);
+            a3 = _mm256_fmadd_pd(qv, _mm256_loadu_pd(k3 + e), a3);
+        }
+        double r0 = hsum_pd(a0), r1 = hsum_pd(a1), r2 = hsum_pd(a2), r3 = hsum_pd(a3);
+        for (int64_t e = E4; e < E; e++) {
+            r0 += q[e] * k0[e]; r1 += q[e] * k1[e]; r2 += q[e] * k2[e]; r3 += q[e] * k3[e];
+        }
+        out[s] = r0; out[s + 1] = r1; out[s + 2] = r2; out[s + 3] = r3;
+    }
+    for (; s < n; s++) {
+        const double *k0 = K + s * rsk;
+        __m256d a0 = _mm256_setzero_pd();
+        for (int64_t e = 0; e < E4; e += 4)
+            a0 = _mm256_fmadd_pd(_mm256_loadu_pd(q + e), _mm256_loadu_pd(k0 + e), a0);
+        double r0 = hsum_pd(a0);
+        for (int64_t e = E4; e < E; e++) r0 += q[e] * k0[e];
+        out[s] = r0;
+    }
+}
+
 #endif

@@ -26,3 +26,18 @@ void cattn_ukr_ref_##SFX(int64_t k, const T *CATTN_RESTRICT a,                  
 
 REF_UKR(f32, float, CATTN_MR_F32, CATTN_NR_F32)
 REF_UKR(f64, double, CATTN_MR_F64, CATTN_NR_F64)
+
+/* out[s] = q · K[s*rsk : +E] for s < n (portable multi-row dot) */
+#define REF_DOTN(SFX, T)                                                         \
+void cattn_dotn_ref_##SFX(T *out, const T *q, const T *K, int64_t rsk,           \
+                          int64_t n, int64_t E)                                  \
+{                                                                                \
+    for (int64_t s = 0; s < n; s++) {                                            \
+        T acc = 0;                                                               \
+        for (int64_t e = 0; e < E; e++) acc += q[e] * K[s * rsk + e];            \
+        out[s] = acc;                                                            \
+    }                                                                            \
+}
+
+REF_DOTN(f32, float)
+REF_DOTN(f64, double)

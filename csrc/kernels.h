@@ -20,10 +20,18 @@ typedef void (*cattn_ukr_f32_t)(int64_t k, const float *a, const float *b,
 typedef void (*cattn_ukr_f64_t)(int64_t k, const double *a, const double *b,
                                 double *c, int64_t ldc, double alpha, double beta);
 
+/* multi-row dot: out[s] = q · K[s*rsk : +E] for s < n */
+typedef void (*cattn_dotn_f32_t)(float *out, const float *q, const float *K, int64_t rsk,
+                                 int64_t n, int64_t E);
+typedef void (*cattn_dotn_f64_t)(double *out, const double *q, const double *K, int64_t rsk,
+                                 int64_t n, int64_t E);
+
 typedef struct {
     const char *name;
     cattn_ukr_f32_t gemm_f32;
     cattn_ukr_f64_t gemm_f64;
+    cattn_dotn_f32_t dotn_f32;
+    cattn_dotn_f64_t dotn_f64;
 } cattn_dispatch_t;
 
 extern cattn_dispatch_t cattn_kt;
@@ -33,12 +41,16 @@ void cattn_ukr_ref_f32(int64_t k, const float *a, const float *b, float *c,
                        int64_t ldc, float alpha, float beta);
 void cattn_ukr_ref_f64(int64_t k, const double *a, const double *b, double *c,
                        int64_t ldc, double alpha, double beta);
+void cattn_dotn_ref_f32(float *out, const float *q, const float *K, int64_t rsk, int64_t n, int64_t E);
+void cattn_dotn_ref_f64(double *out, const double *q, const double *K, int64_t rsk, int64_t n, int64_t E);
 #if defined(__x86_64__) || defined(_M_X64)
 #define CATTN_X86 1
 void cattn_ukr_avx2_f32(int64_t k, const float *a, const float *b, float *c,
                         int64_t ldc, float alpha, float beta);
 void cattn_ukr_avx2_f64(int64_t k, const double *a, const double *b, double *c,
                         int64_t ldc, double alpha, double beta);
+void cattn_dotn_avx2_f32(float *out, const float *q, const float *K, int64_t rsk, int64_t n, int64_t E);
+void cattn_dotn_avx2_f64(double *out, const double *q, const double *K, int64_t rsk, int64_t n, int64_t E);
 int cattn_attention_avx2_f32(cattn_attn_args *args, int n_threads);
 int cattn_attention_avx2_f64(cattn_attn_args *args, int n_threads);
 #endif
