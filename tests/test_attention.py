@@ -576,9 +576,8 @@ def test_against_torch(rng, case):
 
 @pytest.mark.parametrize("L,S", [(5, 9), (70, 300), (1, 600)])
 def test_lower_right_against_torch_causal_bias(rng, L, S):
-    pytest.importorskip("torch")
-    from torch.nn.attention.bias import causal_lower_right
     torch = pytest.importorskip("torch")
+    from torch.nn.attention.bias import causal_lower_right
     q, k, v = qkv(rng, 1, 2, 2, L, S, 16, 16)
     t = [torch.from_numpy(x.astype(F64)) for x in (q, k, v)]
     want = torch.nn.functional.scaled_dot_product_attention(
