@@ -3,7 +3,10 @@ vs NumPy from a pytest-benchmark JSON file (bench_attention.py).
 
     python3 benchmarks/attention_report.py /tmp/attn.json
 
-Ratios are other / cattn median time: > 1 means cattn is faster.
+Ratios are other / cattn median time: > 1 means cattn is faster. The
+"min" ratios use each library's fastest round, less sensitive to another
+process taking a core for a while on a shared machine; iqr/med is the
+largest interquartile range / median of the group (> 0.1: noisy).
 """
 import json
 import sys
@@ -30,7 +33,8 @@ def main(path):
     print(f"# {m.get('cpu', {}).get('brand_raw', '?')}, {data.get('datetime', '')}")
     bw = groups.get("read bandwidth", {}).get("numpy.dot")
     hdr = (f"{'group':42s} {'cattn ms':>9s} {'torch ms':>9s} {'numpy ms':>9s} "
-           f"{'torch/cattn':>11s} {'numpy/cattn':>11s} {'cattn':>13s} {'torch':>13s} {'iqr/med':>7s}")
+           f"{'torch/cattn':>11s} {'numpy/cattn':>11s} {'min t/c':>7s} {'min n/c':>7s} "
+           f"{'cattn':>13s} {'torch':>13s} {'iqr/med':>7s}")
     print(hdr)
     print("-" * len(hdr))
     for group, libs in groups.items():
@@ -39,6 +43,8 @@ def main(path):
         c, t, n = libs.get("cattn"), libs.get("torch"), libs.get("numpy")
         cell = lambda b: f"{ms(b):9.3f}" if b else f"{'-':>9s}"              # noqa: E731
         ratio = lambda b: f"{ms(b) / ms(c):11.2f}" if b and c else f"{'-':>11s}"  # noqa: E731
+        mn = lambda b: (f"{b['stats']['min'] / c['stats']['min']:7.2f}"            # noqa: E731
+                        if b and c else f"{'-':>7s}")
 
         def rate(b):
             if not b:
@@ -48,7 +54,7 @@ def main(path):
                 return f"{ei['GBps']:7.1f} GB/s"
             return f"{ei.get('gflops', 0):6.1f} GF/s"
         noise = max((b["stats"]["iqr"] / b["stats"]["median"] for b in (c, t, n) if b), default=0)
-        print(f"{group:42s} {cell(c)} {cell(t)} {cell(n)} {ratio(t)} {ratio(n)} "
+        print(f"{group:42s} {cell(c)} {cell(t)} {cell(n)} {ratio(t)} {ratio(n)} {mn(t)} {mn(n)} "
               f"{rate(c)} {rate(t)} {noise:7.2f}")
     if bw:
         print(f"\nmachine read bandwidth (numpy.dot, 2 x 256 MiB): {bw['extra_info']['GBps']:.1f} GB/s")
