@@ -512,9 +512,6 @@ def test_weights_times_v_equals_sdpa(rng, mask):
     assert_close(wv, sdpa(q, k, v, **kw).astype(F64), 2 * tol, "attention_weights @ v vs sdpa")
 
 
-@pytest.mark.xfail(strict=True, reason="cattn bug: attention_weights writes NaN at masked "
-                   "positions of a NaN row (within the processed key range only), "
-                   "while positions past the causal limit get 0")
 def test_weights_masked_entries_stay_zero_in_nan_row():
     q = np.array([[np.nan, 1.0], [1.0, 0.0]], F32)
     k = np.array([[1.0, 0.0], [0.0, 1.0]], F32)
