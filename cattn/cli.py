@@ -1,5 +1,6 @@
 """cattn's command line: `cattn info`, `cattn bench` (also `python -m cattn ...`)."""
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -62,7 +63,11 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:     # `cattn info | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

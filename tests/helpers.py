@@ -3,13 +3,15 @@ with a tolerance derived from floating-point error analysis.
 
 Why sqrt(K): each output element is a dot product of length K, computed with
 at most K roundings (one FMA per term, in any blocked order). Higham & Mary's
-probabilistic bound (SIAM J. Sci. Comput. 41(5), 2019, Thm 3.1) gives
+probabilistic bound ("A new approach to probabilistic rounding error
+analysis", SIAM J. Sci. Comput. 41(5), 2019; inner products) gives
 
     |got - exact| <= lam * sqrt(K) * u * sum_k |a_ik| |b_kj|,    u = eps / 2,
 
-with probability at least 1 - 2K exp(-lam^2 / 2) per element. We take
-lam = 10 (failure odds below 1e-18 per element), i.e. 5 * sqrt(K) * eps *
-(|A| @ |B|). For K <= lam^2 = 100 this is implied by the deterministic bound
+with probability at least about 1 - 2K exp(-lam^2 / 2) per element (model:
+independent, mean-zero rounding errors). We take lam = 10 (failure odds
+below 1e-17 per element for K <= 5000), i.e. 5 * sqrt(K) * eps *
+(|A| @ |B|). For K < lam^2 = 100 this is implied by the deterministic bound
 K * u / (1 - K u), so small K is covered without any probability argument.
 A linear bias adds one rounding (K + 1 terms, |bias| joins the magnitude).
 
