@@ -326,3 +326,24 @@ def test_reference_matches_numpy_semantics(rng):
     """guard for the oracle itself on one broadcast case"""
     a, b = randn(rng, (2, 1, 3, 4)), randn(rng, (5, 4, 2))
     np.testing.assert_allclose(reference.matmul(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-5)
+
+
+# ---- non-finite values stay where they belong ----
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mnk", [(7, 17, 5), (145, 33, 257), (13, 4097, 3)], ids=ids)
+def test_nan_and_inf_only_where_they_belong(rng, dtype, mnk):
+    """A NaN in a[i, p] poisons row i only; inf in b[p, j] gives +-inf or NaN
+    (inf * 0) in column j only; zero padding of edge tiles adds nothing."""
+    M, N, K = mnk
+    a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
+    a[M - 1, K // 2] = np.nan
+    b[K - 1, N - 1] = np.inf
+    a[0, K - 1] = 0.0                       # 0 * inf = NaN at (0, N-1)
+    got = cattn.matmul(a, b)
+    with np.errstate(invalid="ignore"):
+        ref = reference.matmul(a, b)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    assert np.isfinite(ref).sum() == (M - 1) * (N - 1)   # last row NaN, last column inf/NaN
+    check_matmul(got[:-1, :-1], a[:-1], b[:, :-1])
