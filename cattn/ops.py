@@ -10,7 +10,8 @@ import numpy as np
 
 from . import _ext
 from ._threads import get_num_threads
-from ._validate import as_float_array, check_out, collapse, estrides, readable, result_dtype
+from ._validate import (FLOAT_DTYPES, as_float_array, check_out, collapse, estrides, readable,
+                        result_dtype)
 
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
@@ -128,6 +129,21 @@ def linear(x, weight, bias=None, *, activation=None, out=None):
     Returns (..., out_features).
     """
     op = "linear"
+    if (out is None and type(x) is np.ndarray and type(weight) is np.ndarray
+            and x.dtype == weight.dtype and x.dtype in FLOAT_DTYPES and x.ndim >= 1
+            and weight.ndim == 2 and x.shape[-1] == weight.shape[1]
+            and x.flags.c_contiguous and weight.flags.c_contiguous
+            and (bias is None or (type(bias) is np.ndarray and bias.dtype == x.dtype
+                                  and bias.shape == (weight.shape[0],)
+                                  and bias.flags.c_contiguous))):
+        # fast path (inference hot loop): contiguous, one dtype, no out=
+        N, K = weight.shape
+        act = _act_code(activation, op)
+        y = np.empty(x.shape[:-1] + (N,), dtype=x.dtype)
+        if y.size:
+            _ext.gemm(y, N, 1, x, K, 1, weight, 1, K, y.size // N, N, K, 1.0, 0.0,
+                      bias, act, get_num_threads())
+        return y
     x = as_float_array(x, "x", op)
     weight = as_float_array(weight, "weight", op)
     act = _act_code(activation, op)
