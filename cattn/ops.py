@@ -87,6 +87,15 @@ def matmul(a, b, *, out=None):
     out: optional array of the exact result shape and dtype, not
     overlapping a or b.
     """
+    if (out is None and type(a) is np.ndarray and type(b) is np.ndarray
+            and a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype and a.dtype in FLOAT_DTYPES
+            and a.shape[1] == b.shape[0] and a.flags.c_contiguous and b.flags.c_contiguous):
+        # fast path: 2-D contiguous operands of one dtype, no out=
+        (M, K), N = a.shape, b.shape[1]
+        c = np.empty((M, N), dtype=a.dtype)
+        if c.size:
+            _ext.gemm(c, N, 1, a, K, 1, b, N, 1, M, N, K, 1.0, 0.0, None, 0, get_num_threads())
+        return c
     a = as_float_array(a, "a", "matmul")
     b = as_float_array(b, "b", "matmul")
     if a.ndim == 0 or b.ndim == 0:
