@@ -7,9 +7,11 @@ __version__ = "0.1.0"
 from . import _ext
 from ._threads import get_num_threads, num_threads, set_num_threads
 from .ops import linear, matmul
+from .functional import softmax, log_softmax, layer_norm, rms_norm, gelu, silu, relu
 from ._config import show_config
 
 __all__ = [
     "matmul", "linear",
+    "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu", "relu",
     "get_num_threads", "set_num_threads", "num_threads", "show_config",
 ]

@@ -68,3 +68,4 @@ def compiler():
 
 
 include "_gemm.pxi"
+include "_rows.pxi"
