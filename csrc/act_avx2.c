@@ -5,7 +5,7 @@
  * comment states the formulas and the values at infinities).
  *
  * GELU, erf form: gelu(x) = x Phi(x), Phi(x) = erfc(-x/sqrt 2)/2. With
- * a = |x|/sqrt 2 and c = x erfc(a)/2:  x < 0: gelu = c;  x >= 0: gelu = x - c.
+ * a = |x|/sqrt 2 and c = x erfc(a)/2:  x < 0 (or -0): gelu = c;  else gelu = x - c.
  * erfc(a) = exp(-a^2) P(t) / (1 + 2a), t = (a - K)/(a + K), a polynomial P
  * fitted (Chebyshev, mpmath) to (1 + 2a) exp(a^2) erfc(a) on [0, amax]
  * (Shepherd & Laframboise's form: smooth and bounded on [0, inf)).
@@ -87,7 +87,7 @@ static inline __m256d act_gelu_pd(__m256d x)
     __m256d c = _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(half, xc), p), d);
     c = _mm256_mul_pd(c, _mm256_fnmadd_pd(half, l, one));
     c = _mm256_mul_pd(c, cattn_exp256_pd(_mm256_mul_pd(_mm256_set1_pd(-0.5), h)));
-    return _mm256_blendv_pd(_mm256_sub_pd(x, c), c, _mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_LT_OQ));
+    return _mm256_blendv_pd(_mm256_sub_pd(x, c), c, x);      /* sign bit of x: c (-0 -> -0) */
 }
 
 /* float32 data through double lanes: gelu, gelu_tanh and silu of float32
@@ -116,7 +116,7 @@ static inline __m256d act_gelu_f32_pd(__m256d x)   /* x: a float32 value */
     for (int k = 1; k < 14; k++) p = _mm256_fmadd_pd(p, t, _mm256_set1_pd(act_gelu_p32[k]));
     __m256d c = _mm256_mul_pd(_mm256_mul_pd(_mm256_mul_pd(half, xc), p), _mm256_mul_pd(apk, q));
     c = _mm256_mul_pd(c, cattn_exp256_pd(_mm256_mul_pd(_mm256_set1_pd(-0.5), _mm256_mul_pd(xc, xc))));
-    return _mm256_blendv_pd(_mm256_sub_pd(x, c), c, _mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_LT_OQ));
+    return _mm256_blendv_pd(_mm256_sub_pd(x, c), c, x);      /* sign bit of x: c (-0 -> -0) */
 }
 
 static inline __m256d act_silu_f32_pd(__m256d x)
