@@ -69,13 +69,15 @@ void cattn_act_ref_##SFX(T *y, const T *x, int64_t n, int act)                  
 ACT_REF(f32, float)
 ACT_REF(f64, double)
 
-void cattn_exp_ref_f32(float *y, const float *x, int64_t n)
+void cattn_exp_ref_f32(float *y, const float *x, int64_t n, int nonpos)
 {
+    (void)nonpos;
     for (int64_t i = 0; i < n; i++) y[i] = cattn_exp_f32(x[i]);
 }
 
-void cattn_exp_ref_f64(double *y, const double *x, int64_t n)
+void cattn_exp_ref_f64(double *y, const double *x, int64_t n, int nonpos)
 {
+    (void)nonpos;
     for (int64_t i = 0; i < n; i++) y[i] = cattn_exp_f64(x[i]);
 }
 
@@ -113,10 +115,10 @@ int cattn_act_##SFX(T *y, int64_t ys, const T *x, int64_t xs,                   
     return CATTN_OK;                                                             \
 }                                                                                \
                                                                                  \
-int cattn_vexp_##SFX(T *y, const T *x, int64_t n)                                \
+int cattn_vexp_##SFX(T *y, const T *x, int64_t n, int nonpos)                    \
 {                                                                                \
     cattn_init();                                                                \
-    if (n > 0) cattn_kt.exp_##SFX(y, x, n);                                      \
+    if (n > 0) cattn_kt.exp_##SFX(y, x, n, nonpos);                              \
     return CATTN_OK;                                                             \
 }
 

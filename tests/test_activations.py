@@ -5,10 +5,12 @@ thread-count determinism, torch parity and (last test) the portable path.
 
 Accuracy claims checked here:
   float32: gelu, gelu_tanh and silu are computed in double and rounded once
-    (both paths), so the result is within 0.5 ulp + 2^-30 relative of the
-    exact function of the float32 input: the test allows 0.51 ulp.
+    (both paths), so the result is within 0.5 ulp + ~1e-9 relative of the
+    exact function of the float32 input.
     References: 0.5 x erfc(-x/sqrt 2), x expit(2u), x expit(x) in float64,
     whose own errors (<= ~x^2 * 1e-16 relative) are far below 0.01 ulp.
+    The double-lane polynomials are fitted to ~1e-9 relative (<= 0.015 ulp):
+    the test allows 0.52 ulp.
   float64: error <= eps * (8 + kappa), kappa = |d ln f / d ln x| the
     condition number of the function (x^2 for the gelu tail, 3|2u| for
     gelu_tanh, |x| for silu): a rounding of the argument (portable path:
@@ -74,7 +76,7 @@ def test_float32_within_half_ulp(name):
     assert y.dtype == np.float32
     fin = np.isfinite(r)
     err = ulp_error(y[fin], r[fin], np.float32)
-    assert err.max() <= 0.51, f"{name}: {err.max():.3f} ulp at x={x[fin][err.argmax()]!r}"
+    assert err.max() <= 0.52, f"{name}: {err.max():.3f} ulp at x={x[fin][err.argmax()]!r}"
 
 
 def test_float32_relu_exact():
