@@ -98,7 +98,7 @@ void cattn_gemm_st_f64(double *C, int64_t rsc, int64_t csc,
 
 /* ---- softmax.c / norm.c / act.c ----
  * Row-wise kernels: one thread owns a whole row (or block of columns), rows
- * are split statically, so results are bitwise identical for any n_threads.
+ * are handed out in fixed chunks, so results are bitwise identical for any n_threads.
  * Inputs below 32768 elements per thread run on fewer threads (one for small). */
 
 /* Softmax along the middle axis of an (outer, n, inner) view:

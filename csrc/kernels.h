@@ -141,6 +141,14 @@ void cattn_exp_avx2_f64(double *y, const double *x, int64_t n, int nonpos);
  * CATTN_ROWS_MIN_PER_THREAD elements per thread (fork/join would dominate).
  * The result never depends on it: rows and chunks are computed alone. */
 #define CATTN_ROWS_MIN_PER_THREAD 32768
+/* Rows are handed out dynamically, ~CATTN_ROWS_CHUNK elements at a time, so
+ * a thread that loses its core (shared machines) does not hold the others
+ * up; which thread computes a row never changes its result. */
+#define CATTN_ROWS_CHUNK 16384
+static inline int64_t cattn_rows_chunk(int64_t n)
+{
+    return n >= CATTN_ROWS_CHUNK ? 1 : CATTN_ROWS_CHUNK / (n > 0 ? n : 1);
+}
 static inline int cattn_rows_threads(int64_t elems, int n_threads)
 {
 #ifdef _OPENMP

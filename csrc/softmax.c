@@ -96,7 +96,7 @@ int cattn_softmax_##SFX(T *y, int64_t yso, int64_t ysn, int64_t ysi,            
         /* columns: units of (outer index, block of COLS columns) */             \
         const cattn_smx_cols_##SFX##_t cols = cattn_kt.softmax_cols_##SFX;       \
         const int64_t nblk = cattn_cdiv(inner, COLS), units = outer * nblk;      \
-        _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)") \
+        _Pragma("omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)")\
         for (int64_t u = 0; u < units; u++) {                                    \
             const int64_t o = u / nblk, j0 = (u % nblk) * COLS;                  \
             cols(y + o * yso + j0, ysn, x + o * xso + j0, xsn, n,                \
@@ -113,20 +113,16 @@ int cattn_softmax_##SFX(T *y, int64_t yso, int64_t ysn, int64_t ysi,            
         buf = cattn_aligned_alloc(sizeof(T) * (size_t)ld * (size_t)nt);          \
         if (!buf) return CATTN_ENOMEM;                                           \
     }                                                                            \
-    const int64_t rows = outer * inner;                                          \
-    _Pragma("omp parallel num_threads(nt) if (nt > 1)")                          \
-    {                                                                            \
-        const int tid = CATTN_TID(), tn = CATTN_NT();                            \
-        T *tmp = buf ? buf + ld * tid : NULL;                                    \
-        const int64_t r1 = rows * (tid + 1) / tn;                                \
-        for (int64_t r = rows * tid / tn; r < r1; r++) {                         \
-            const int64_t o = r / inner, j = r % inner;                          \
-            const T *xr = x + o * xso + j * xsi;                                 \
-            T *yr = y + o * yso + j * ysi;                                       \
-            if (gather) for (int64_t i = 0; i < n; i++) tmp[i] = xr[i * xsn];    \
-            row(scatter ? tmp : yr, gather ? tmp : xr, n, logsm);                  \
-            if (scatter) for (int64_t i = 0; i < n; i++) yr[i * ysn] = tmp[i];   \
-        }                                                                        \
+    const int64_t rows = outer * inner, rc = cattn_rows_chunk(n);                \
+    _Pragma("omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)")\
+    for (int64_t r = 0; r < rows; r++) {                                         \
+        T *tmp = buf ? buf + ld * CATTN_TID() : NULL;                            \
+        const int64_t o = r / inner, j = r % inner;                              \
+        const T *xr = x + o * xso + j * xsi;                                     \
+        T *yr = y + o * yso + j * ysi;                                           \
+        if (gather) for (int64_t i = 0; i < n; i++) tmp[i] = xr[i * xsn];        \
+        row(scatter ? tmp : yr, gather ? tmp : xr, n, logsm);                    \
+        if (scatter) for (int64_t i = 0; i < n; i++) yr[i * ysn] = tmp[i];       \
     }                                                                            \
     cattn_aligned_free(buf);                                                     \
     return CATTN_OK;                                                             \
