@@ -229,12 +229,12 @@ void cattn_softmax_row_avx2_f64(double *y, const double *x, int64_t n, int logsm
     for (int64_t i = 0; i < n; i++)                                              \
         for (int v = 0; v < NV; v++) {                                           \
             V e = EXP(SUB(LOADM(x + i * xs + v * VL, mask[v]), m[v]));           \
-            if (!logsm) STOREM(y + i * ys + v * VL, mask[v], e);                   \
+            if (!logsm) STOREM(y + i * ys + v * VL, mask[v], e);                 \
             s[v] = ADD(s[v], e);                                                 \
         }                                                                        \
     for (int v = 0; v < NV; v++) {                                               \
         const V zero_s = CMPEQ(s[v], ZERO());                                    \
-        if (!logsm) {                                                              \
+        if (!logsm) {                                                            \
             f[v] = BLEND(DIV(SET1((T)1), s[v]), ZERO(), zero_s);                 \
         } else {                                                                 \
             T t[VL] __attribute__((aligned(32)));                                \
@@ -245,7 +245,7 @@ void cattn_softmax_row_avx2_f64(double *y, const double *x, int64_t n, int logsm
     }                                                                            \
     for (int64_t i = 0; i < n; i++)                                              \
         for (int v = 0; v < NV; v++) {                                           \
-            if (logsm)                                                             \
+            if (logsm)                                                           \
                 STOREM(y + i * ys + v * VL, mask[v],                             \
                        SUB(SUB(LOADM(x + i * xs + v * VL, mask[v]), m[v]), f[v])); \
             else                                                                 \

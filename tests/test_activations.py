@@ -25,7 +25,7 @@ import scipy.special as sp
 
 import cattn
 from cattn import reference
-from _rowtools import eps, path, run_portable, strided_variants, threads_bitwise, ulp_error
+from _rowtools import eps, path, strided_variants, threads_bitwise, ulp_error
 
 FLOATS = [np.float32, np.float64]
 C_TANH = math.sqrt(2.0 / math.pi)
@@ -249,7 +249,3 @@ def test_against_torch():
 
 def test_path_reported():
     assert path() in ("avx2", "portable")
-
-
-def test_portable_path():
-    run_portable(__file__)

@@ -22,7 +22,7 @@ import pytest
 
 import cattn
 from cattn import reference
-from _rowtools import eps, run_portable, strided_variants, threads_bitwise
+from _rowtools import eps, strided_variants, threads_bitwise
 
 FLOATS = [np.float32, np.float64]
 
@@ -235,7 +235,3 @@ def test_against_torch():
     if hasattr(F, "rms_norm"):
         np.testing.assert_allclose(cattn.rms_norm(x, w, eps=1e-6),
                                    F.rms_norm(tx, (384,), tw, eps=1e-6).numpy(), rtol=1e-5, atol=1e-6)
-
-
-def test_portable_path():
-    run_portable(__file__)

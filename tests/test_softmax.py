@@ -24,7 +24,7 @@ import scipy.special as sp
 
 import cattn
 from cattn import reference
-from _rowtools import eps, path, run_portable, strided_variants, threads_bitwise
+from _rowtools import eps, path, strided_variants, threads_bitwise
 
 FLOATS = [np.float32, np.float64]
 
@@ -247,7 +247,3 @@ def test_against_torch():
         np.testing.assert_allclose(cattn.softmax(x, axis=axis), ref, rtol=2e-5, atol=1e-7)
         ref = torch.log_softmax(torch.from_numpy(x), dim=axis).numpy()
         np.testing.assert_allclose(cattn.log_softmax(x, axis=axis), ref, rtol=2e-5, atol=2e-5)
-
-
-def test_portable_path():
-    run_portable(__file__)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cattn import _ext
-from _rowtools import path, run_portable, ulp_error
+from _rowtools import path, ulp_error
 
 # smallest float whose exp is normal, and the overflow point (csrc/vexp.h)
 LO32 = np.float32(-87.33654022)
@@ -134,7 +134,3 @@ def test_path_is_selected():
         assert path() == want
     else:
         assert path() in ("avx2", "portable")
-
-
-def test_portable_path():
-    run_portable(__file__)
