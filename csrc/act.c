@@ -81,7 +81,8 @@ void cattn_exp_ref_f64(double *y, const double *x, int64_t n, int nonpos)
     for (int64_t i = 0; i < n; i++) y[i] = cattn_exp_f64(x[i]);
 }
 
-/* ---- GEMM epilogue: in place over one contiguous tile row ---- */
+/* ---- GEMM epilogue: x[n] = act(x[n]) in place over one contiguous tile
+ * row (n = NR or fewer), through the dispatch table ---- */
 
 void cattn_act_row_f32(float *x, int64_t n, int act)
 {
@@ -93,8 +94,15 @@ void cattn_act_row_f64(double *x, int64_t n, int act)
     if (act != CATTN_ACT_NONE) cattn_kt.act_f64(x, x, n, act);
 }
 
-/* ---- driver: units of (row, chunk of ACT_CHUNK elements), handed out dynamically;
- * every element is computed alone, so the split never changes a result ---- */
+/* ---- driver: units of (row, chunk of ACT_CHUNK elements), handed out
+ * dynamically; every element is computed alone, so the split never changes
+ * a result ----
+ * cattn_act_{f32,f64}: y[r,i] = act(x[r,i]) for a CATTN_ACT_* code
+ *   y: (rows, n), row r at y + r*ys, unit element stride
+ *   x: (rows, n), row r at x + r*xs, unit element stride
+ * y may equal x exactly; no other overlap.
+ * cattn_vexp_{f32,f64}: y[i] = exp(x[i]) on the selected path (test hook)
+ *   y, x: (n,) contiguous; nonpos = 1: the x <= 0 variant */
 
 #define ACT_CHUNK 8192
 

@@ -66,7 +66,13 @@ void cattn_rms_norm_row_ref_f64(double *y, const double *x, const double *w, int
     for (int64_t i = 0; i < n; i++) y[i] = w ? x[i] * rstd * w[i] : x[i] * rstd;
 }
 
-/* ---- drivers: rows handed out in chunks (cattn_rows_chunk) ---- */
+/* ---- drivers: rows handed out in chunks (cattn_rows_chunk) ----
+ * cattn_layer_norm_{f32,f64}: y = (x - mean) / sqrt(var + eps) * weight + bias
+ * cattn_rms_norm_{f32,f64}:   y = x / sqrt(mean(x^2) + eps) * weight
+ *   y: (rows, n), row r at y + r*ys, unit element stride
+ *   x: (rows, n), row r at x + r*xs, unit element stride
+ *   weight, bias: (n,) contiguous, or NULL
+ * y may equal x exactly; no other overlap. */
 
 #define NORM_DRIVERS(SFX, T)                                                     \
 int cattn_layer_norm_##SFX(T *y, int64_t ys, const T *x, int64_t xs,             \

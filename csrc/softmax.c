@@ -81,7 +81,15 @@ void cattn_softmax_cols_ref_##SFX(T *y, int64_t ys, const T *x, int64_t xs,     
 SMX_COLS_REF(f32, float, double, CATTN_SMX_COLS_F32, cattn_exp_f32, log)
 SMX_COLS_REF(f64, double, double, CATTN_SMX_COLS_F64, cattn_exp_f64, log)
 
-/* ---- the driver: (outer, n, inner) -> row or column kernels ---- */
+/* ---- the driver: (outer, n, inner) -> row or column kernels ----
+ * cattn_softmax_{f32,f64}: y = softmax(x) (logsm = 0) or log_softmax(x)
+ * (logsm = 1) along the middle axis.
+ *   y: (outer, n, inner), element (o,i,j) at y[o*yso + i*ysn + j*ysi]
+ *   x: (outer, n, inner), element (o,i,j) at x[o*xso + i*xsn + j*xsi]
+ * y may equal x exactly (same pointer and strides); no other overlap.
+ * Unit inner strides take the column kernel (blocks of COLS columns, inner
+ * vectorized, no transpose); otherwise rows, gathered into per-thread
+ * scratch (allocated once per call) when their element stride is not 1. */
 
 #define SMX_DRIVER(SFX, T, COLS)                                                 \
 int cattn_softmax_##SFX(T *y, int64_t yso, int64_t ysn, int64_t ysi,             \
