@@ -118,6 +118,19 @@ def test_large_mean_small_variance(dtype):
     np.testing.assert_allclose(y.mean(-1), 0.0, atol=1e-5)
 
 
+@pytest.mark.parametrize("outlier", [1e3, 1e5, 1e8])
+def test_outlier_rows(outlier):
+    # a few huge entries per row (transformers' "massive activations"):
+    # the float32 fast path sums blocks in float, then corrects the mean
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((32, 768)).astype(np.float32)
+    for r in range(32):
+        x[r, rng.integers(0, 768, 3)] = outlier * rng.choice([-1, 1], 3)
+    w = rng.standard_normal(768).astype(np.float32)
+    check_ln(cattn.layer_norm(x, w, w), x, w, w)
+    check_rms(cattn.rms_norm(x, w), x, w)
+
+
 def test_constant_rows_and_extremes():
     x = np.full((3, 40), 7.0, np.float32)
     np.testing.assert_array_equal(cattn.layer_norm(x), 0.0)
