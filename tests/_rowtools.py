@@ -78,9 +78,9 @@ def strided_variants(x):
 def threads_bitwise(fn, *args, **kw):
     """fn(*args) with 1 and with 2 threads: results must be bitwise equal."""
     with cattn.num_threads(1):
-        a = fn(*args, **kw)
+        a = np.array(fn(*args, **kw), copy=True)     # copies: `out=` may be reused
     with cattn.num_threads(2):
-        b = fn(*args, **kw)
+        b = np.array(fn(*args, **kw), copy=True)
     assert a.dtype == b.dtype and a.shape == b.shape
     assert a.tobytes() == b.tobytes(), "result depends on the thread count"
     return a

@@ -236,7 +236,8 @@ def test_bitwise_across_threads(log):
     threads_bitwise(f, x, axis=0)                             # column kernel
     x3 = rng.standard_normal((64, 40, 50))
     threads_bitwise(f, x3, axis=1)
-    threads_bitwise(f, x3[:, ::2], axis=2)                    # gathered rows
+    threads_bitwise(f, x3[:, :, ::2], axis=2)                 # gathered rows (stride 2)
+    threads_bitwise(f, x3, axis=1, out=np.empty((64, 40, 50), order="F"))  # scattered
 
 
 def test_against_torch():
