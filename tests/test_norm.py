@@ -235,6 +235,21 @@ def test_bitwise_across_threads():
     threads_bitwise(cattn.layer_norm, x.astype(np.float64))
 
 
+def test_large_output_streams_same_bits():
+    # outputs >= 16 MiB are computed in scratch and streamed out: same bits
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((5500, 769)).astype(np.float32)
+    w = rng.standard_normal(769).astype(np.float32)
+    rows = [0, 2750, 5499]
+    big = cattn.layer_norm(x, w, w)
+    assert big[rows].tobytes() == cattn.layer_norm(x[rows], w, w).tobytes()
+    big = cattn.rms_norm(x, w)
+    assert big[rows].tobytes() == cattn.rms_norm(x[rows], w).tobytes()
+    y = x.copy()
+    cattn.layer_norm(y, w, w, out=y)
+    assert y.tobytes() == cattn.layer_norm(x, w, w).tobytes()
+
+
 def test_against_torch():
     torch = pytest.importorskip("torch")
     F = torch.nn.functional

@@ -240,6 +240,22 @@ def test_bitwise_across_threads(log):
     threads_bitwise(f, x3, axis=1, out=np.empty((64, 40, 50), order="F"))  # scattered
 
 
+@pytest.mark.parametrize("log", [False, True])
+def test_large_output_streams_same_bits(log):
+    # outputs >= 16 MiB are computed in scratch and written with streaming
+    # stores: the values must be the very bits of the small-array path
+    f = cattn.log_softmax if log else cattn.softmax
+    x = np.random.default_rng(6).standard_normal((4099, 1025)).astype(np.float32)
+    big = f(x)
+    rows = [0, 1, 2047, 4098]
+    assert big[rows].tobytes() == f(x[rows]).tobytes()
+    x64 = x[:2100].astype(np.float64)                         # 17 MiB of float64
+    assert f(x64)[[5, 2099]].tobytes() == f(x64[[5, 2099]]).tobytes()
+    y = x.copy()
+    f(y, out=y)                                               # in place, streamed
+    assert y.tobytes() == big.tobytes()
+
+
 def test_against_torch():
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(9).standard_normal((16, 12, 33, 65)).astype(np.float32) * 5
