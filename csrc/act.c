@@ -81,16 +81,6 @@ void cattn_exp_ref_f64(double *y, const double *x, int64_t n, int nonpos)
     for (int64_t i = 0; i < n; i++) y[i] = cattn_exp_f64(x[i]);
 }
 
-void cattn_copy_ref_f32(float *y, const float *x, int64_t n)
-{
-    memcpy(y, x, sizeof(float) * (size_t)n);
-}
-
-void cattn_copy_ref_f64(double *y, const double *x, int64_t n)
-{
-    memcpy(y, x, sizeof(double) * (size_t)n);
-}
-
 /* ---- GEMM epilogue: x[n] = act(x[n]) in place over one contiguous tile
  * row (n = NR or fewer), through the dispatch table ---- */
 

@@ -21,8 +21,7 @@
     .rms_norm_row_f32 = cattn_rms_norm_row_ref_f32,                              \
     .rms_norm_row_f64 = cattn_rms_norm_row_ref_f64,                              \
     .act_f32 = cattn_act_ref_f32, .act_f64 = cattn_act_ref_f64,                  \
-    .exp_f32 = cattn_exp_ref_f32, .exp_f64 = cattn_exp_ref_f64,                  \
-    .copy_stream_f32 = cattn_copy_ref_f32, .copy_stream_f64 = cattn_copy_ref_f64}
+    .exp_f32 = cattn_exp_ref_f32, .exp_f64 = cattn_exp_ref_f64}
 
 cattn_dispatch_t cattn_kt = CATTN_KT_PORTABLE;
 
@@ -65,8 +64,6 @@ void cattn_init(void)
         kt.act_f64 = cattn_act_avx2_f64;
         kt.exp_f32 = cattn_exp_avx2_f32;
         kt.exp_f64 = cattn_exp_avx2_f64;
-        kt.copy_stream_f32 = cattn_copy_stream_avx2_f32;
-        kt.copy_stream_f64 = cattn_copy_stream_avx2_f64;
     }
 #else
     (void)force_portable;

@@ -28,9 +28,7 @@ typedef void (*cattn_ukr_f64_t)(int64_t k, const double *a, const double *b,
  *     columns: element (i, j) at x[i*xs + j] / y[i*ys + j]
  *   layer_norm_row / rms_norm_row: y[n] from x[n], weight / bias (n,) or NULL
  *   act: y[n] = act(x[n]) for a CATTN_ACT_* code; exp: y[n] = exp(x[n]),
- *     nonpos = 1: the x <= 0 variant (cattn_expneg256_*; test hook)
- *   copy_stream: y[n] = x[n] with non-temporal stores where the CPU has
- *     them (large outputs: no read-for-ownership of y, y not kept in cache) */
+ *     nonpos = 1: the x <= 0 variant (cattn_expneg256_*; test hook) */
 #define CATTN_SMX_COLS_F32 32
 #define CATTN_SMX_COLS_F64 16
 typedef void (*cattn_smx_row_f32_t)(float *y, const float *x, int64_t n, int logsm);
@@ -50,8 +48,6 @@ typedef void (*cattn_rms_row_f64_t)(double *y, const double *x, const double *w,
 typedef void (*cattn_act_f32_t)(float *y, const float *x, int64_t n, int act);
 typedef void (*cattn_act_f64_t)(double *y, const double *x, int64_t n, int act);
 typedef void (*cattn_vexp_f32_t)(float *y, const float *x, int64_t n, int nonpos);
-typedef void (*cattn_copy_f32_t)(float *y, const float *x, int64_t n);
-typedef void (*cattn_copy_f64_t)(double *y, const double *x, int64_t n);
 typedef void (*cattn_vexp_f64_t)(double *y, const double *x, int64_t n, int nonpos);
 
 typedef struct {
@@ -71,8 +67,6 @@ typedef struct {
     cattn_act_f64_t act_f64;
     cattn_vexp_f32_t exp_f32;
     cattn_vexp_f64_t exp_f64;
-    cattn_copy_f32_t copy_stream_f32;
-    cattn_copy_f64_t copy_stream_f64;
 } cattn_dispatch_t;
 
 extern cattn_dispatch_t cattn_kt;
@@ -123,8 +117,6 @@ void cattn_act_ref_f32(float *y, const float *x, int64_t n, int act);
 void cattn_act_ref_f64(double *y, const double *x, int64_t n, int act);
 void cattn_exp_ref_f32(float *y, const float *x, int64_t n, int nonpos);
 void cattn_exp_ref_f64(double *y, const double *x, int64_t n, int nonpos);
-void cattn_copy_ref_f32(float *y, const float *x, int64_t n);
-void cattn_copy_ref_f64(double *y, const double *x, int64_t n);
 #ifdef CATTN_X86
 /* row kernels: AVX2/FMA (rows_avx2.c, act_avx2.c) */
 void cattn_softmax_row_avx2_f32(float *y, const float *x, int64_t n, int logsm);
@@ -143,8 +135,6 @@ void cattn_act_avx2_f32(float *y, const float *x, int64_t n, int act);
 void cattn_act_avx2_f64(double *y, const double *x, int64_t n, int act);
 void cattn_exp_avx2_f32(float *y, const float *x, int64_t n, int nonpos);
 void cattn_exp_avx2_f64(double *y, const double *x, int64_t n, int nonpos);
-void cattn_copy_stream_avx2_f32(float *y, const float *x, int64_t n);
-void cattn_copy_stream_avx2_f64(double *y, const double *x, int64_t n);
 #endif
 
 /* Threads for an elementwise / row-wise pass over `elems` elements: 1 below
@@ -155,11 +145,6 @@ void cattn_copy_stream_avx2_f64(double *y, const double *x, int64_t n);
  * a thread that loses its core (shared machines) does not hold the others
  * up; which thread computes a row never changes its result. */
 #define CATTN_ROWS_CHUNK 16384
-/* Row kernels whose whole output is at least this large compute each row
- * into per-thread scratch (in L1) and write it out with non-temporal
- * stores: such an output does not stay in cache anyway (L3 is 32 MiB here),
- * and skipping its read-for-ownership cuts the memory traffic by a third. */
-#define CATTN_STREAM_MIN_BYTES ((double)(16 << 20))
 static inline int64_t cattn_rows_chunk(int64_t n)
 {
     return n >= CATTN_ROWS_CHUNK ? 1 : CATTN_ROWS_CHUNK / (n > 0 ? n : 1);

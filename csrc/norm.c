@@ -72,29 +72,7 @@ void cattn_rms_norm_row_ref_f64(double *y, const double *x, const double *w, int
  *   y: (rows, n), row r at y + r*ys, unit element stride
  *   x: (rows, n), row r at x + r*xs, unit element stride
  *   weight, bias: (n,) contiguous, or NULL
- * y may equal x exactly; no other overlap. Large outputs
- * (CATTN_STREAM_MIN_BYTES) are computed row by row in per-thread scratch
- * and written with streaming stores (cattn_kt.copy_stream_*). */
-
-/* rows of a large output are computed in per-thread scratch and streamed out */
-#define NORM_ROWS(SFX, T, CALL)                                                  \
-    const int nt = cattn_rows_threads(rows * n, n_threads);                      \
-    const int64_t rc = cattn_rows_chunk(n), ld = cattn_round_up(n, 16);          \
-    const int stream = (double)rows * (double)n * sizeof(T) >= CATTN_STREAM_MIN_BYTES; \
-    T *buf = NULL;                                                               \
-    if (stream && !(buf = cattn_aligned_alloc(sizeof(T) * (size_t)ld * (size_t)nt))) \
-        return CATTN_ENOMEM;                                                     \
-    (void)nt; (void)rc;                         /* unused without OpenMP */      \
-    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)) \
-    for (int64_t r = 0; r < rows; r++) {                                         \
-        T *tmp = buf ? buf + ld * CATTN_TID() : NULL;                            \
-        T *yr = stream ? tmp : y + r * ys;                                       \
-        const T *xr = x + r * xs;                                                \
-        CALL;                                                                    \
-        if (stream) cattn_kt.copy_stream_##SFX(y + r * ys, tmp, n);              \
-    }                                                                            \
-    cattn_aligned_free(buf);                                                     \
-    return CATTN_OK;
+ * y may equal x exactly; no other overlap. */
 
 #define NORM_DRIVERS(SFX, T)                                                     \
 int cattn_layer_norm_##SFX(T *y, int64_t ys, const T *x, int64_t xs,             \
@@ -104,7 +82,12 @@ int cattn_layer_norm_##SFX(T *y, int64_t ys, const T *x, int64_t xs,            
     cattn_init();                                                                \
     if (rows <= 0 || n <= 0) return CATTN_OK;                                    \
     const cattn_ln_row_##SFX##_t row = cattn_kt.layer_norm_row_##SFX;            \
-    NORM_ROWS(SFX, T, row(yr, xr, weight, bias, n, eps))                         \
+    const int nt = cattn_rows_threads(rows * n, n_threads);                      \
+    const int64_t rc = cattn_rows_chunk(n);                                      \
+    (void)nt; (void)rc;                         /* unused without OpenMP */      \
+    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)) \
+    for (int64_t r = 0; r < rows; r++) row(y + r * ys, x + r * xs, weight, bias, n, eps); \
+    return CATTN_OK;                                                             \
 }                                                                                \
                                                                                  \
 int cattn_rms_norm_##SFX(T *y, int64_t ys, const T *x, int64_t xs,               \
@@ -114,7 +97,12 @@ int cattn_rms_norm_##SFX(T *y, int64_t ys, const T *x, int64_t xs,              
     cattn_init();                                                                \
     if (rows <= 0 || n <= 0) return CATTN_OK;                                    \
     const cattn_rms_row_##SFX##_t row = cattn_kt.rms_norm_row_##SFX;             \
-    NORM_ROWS(SFX, T, row(yr, xr, weight, n, eps))                               \
+    const int nt = cattn_rows_threads(rows * n, n_threads);                      \
+    const int64_t rc = cattn_rows_chunk(n);                                      \
+    (void)nt; (void)rc;                         /* unused without OpenMP */      \
+    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)) \
+    for (int64_t r = 0; r < rows; r++) row(y + r * ys, x + r * xs, weight, n, eps); \
+    return CATTN_OK;                                                             \
 }
 
 NORM_DRIVERS(f32, float)

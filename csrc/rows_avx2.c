@@ -16,7 +16,6 @@
  * by n alone (4 accumulators, then a fixed horizontal order).
  */
 #include <math.h>
-#include <stdint.h>
 #include <string.h>
 #include "kernels.h"
 #include "vexp_avx2.h"
@@ -551,39 +550,4 @@ void cattn_rms_norm_row_avx2_f64(double *y, const double *x, const double *w, in
         _mm256_storeu_pd(y + i, t);
     }
     for (; i < n; i++) y[i] = w ? (x[i] * r) * w[i] : x[i] * r;
-}
-
-/* ======================= streaming copy-out ======================= */
-
-/* y[n] = x[n]: scalar stores up to a 32-byte boundary of y, then
- * non-temporal 32-byte stores, then a scalar tail; sfence so the stores
- * are visible before the parallel region's closing barrier */
-void cattn_copy_stream_avx2_f32(float *y, const float *x, int64_t n)
-{
-    int64_t i = 0;
-    for (; i < n && ((uintptr_t)(y + i) & 31); i++) y[i] = x[i];
-    for (; i + 32 <= n; i += 32) {
-        _mm256_stream_ps(y + i, _mm256_loadu_ps(x + i));
-        _mm256_stream_ps(y + i + 8, _mm256_loadu_ps(x + i + 8));
-        _mm256_stream_ps(y + i + 16, _mm256_loadu_ps(x + i + 16));
-        _mm256_stream_ps(y + i + 24, _mm256_loadu_ps(x + i + 24));
-    }
-    for (; i + 8 <= n; i += 8) _mm256_stream_ps(y + i, _mm256_loadu_ps(x + i));
-    for (; i < n; i++) y[i] = x[i];                             /* tail */
-    _mm_sfence();
-}
-
-void cattn_copy_stream_avx2_f64(double *y, const double *x, int64_t n)
-{
-    int64_t i = 0;
-    for (; i < n && ((uintptr_t)(y + i) & 31); i++) y[i] = x[i];
-    for (; i + 16 <= n; i += 16) {
-        _mm256_stream_pd(y + i, _mm256_loadu_pd(x + i));
-        _mm256_stream_pd(y + i + 4, _mm256_loadu_pd(x + i + 4));
-        _mm256_stream_pd(y + i + 8, _mm256_loadu_pd(x + i + 8));
-        _mm256_stream_pd(y + i + 12, _mm256_loadu_pd(x + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) _mm256_stream_pd(y + i, _mm256_loadu_pd(x + i));
-    for (; i < n; i++) y[i] = x[i];
-    _mm_sfence();
 }

@@ -89,9 +89,7 @@ SMX_COLS_REF(f64, double, double, CATTN_SMX_COLS_F64, cattn_exp_f64, log)
  * y may equal x exactly (same pointer and strides); no other overlap.
  * Unit inner strides take the column kernel (blocks of COLS columns, inner
  * vectorized, no transpose); otherwise rows, gathered into per-thread
- * scratch (allocated once per call) when their element stride is not 1,
- * and computed in that scratch then streamed out when the output is large
- * (CATTN_STREAM_MIN_BYTES). */
+ * scratch (allocated once per call) when their element stride is not 1. */
 
 #define SMX_DRIVER(SFX, T, COLS)                                                 \
 int cattn_softmax_##SFX(T *y, int64_t yso, int64_t ysn, int64_t ysi,             \
@@ -114,19 +112,16 @@ int cattn_softmax_##SFX(T *y, int64_t yso, int64_t ysn, int64_t ysi,            
         }                                                                        \
         return CATTN_OK;                                                         \
     }                                                                            \
-    /* rows: row (o, j) starts at x + o*xso + j*xsi, elements xsn apart;     \
-     * strided rows go through per-thread scratch, and so do rows of a large \
-     * contiguous output, written out with streaming stores */               \
+    /* rows: row (o, j) starts at x + o*xso + j*xsi, elements xsn apart */       \
     const cattn_smx_row_##SFX##_t row = cattn_kt.softmax_row_##SFX;              \
-    const int64_t rows = outer * inner, rc = cattn_rows_chunk(n);                \
     const int gather = xsn != 1, scatter = ysn != 1;                             \
-    const int stream = !scatter && (double)rows * (double)n * sizeof(T) >= CATTN_STREAM_MIN_BYTES; \
     const int64_t ld = cattn_round_up(n, 16);                                    \
     T *buf = NULL;                                                               \
-    if (gather || scatter || stream) {                                           \
+    if (gather || scatter) {                                                     \
         buf = cattn_aligned_alloc(sizeof(T) * (size_t)ld * (size_t)nt);          \
         if (!buf) return CATTN_ENOMEM;                                           \
     }                                                                            \
+    const int64_t rows = outer * inner, rc = cattn_rows_chunk(n);                \
     (void)rc;                                   /* unused without OpenMP */      \
     CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)) \
     for (int64_t r = 0; r < rows; r++) {                                         \
@@ -135,9 +130,8 @@ int cattn_softmax_##SFX(T *y, int64_t yso, int64_t ysn, int64_t ysi,            
         const T *xr = x + o * xso + j * xsi;                                     \
         T *yr = y + o * yso + j * ysi;                                           \
         if (gather) for (int64_t i = 0; i < n; i++) tmp[i] = xr[i * xsn];        \
-        row(scatter || stream ? tmp : yr, gather ? tmp : xr, n, logsm);          \
+        row(scatter ? tmp : yr, gather ? tmp : xr, n, logsm);                    \
         if (scatter) for (int64_t i = 0; i < n; i++) yr[i * ysn] = tmp[i];       \
-        else if (stream) cattn_kt.copy_stream_##SFX(yr, tmp, n);                 \
     }                                                                            \
     cattn_aligned_free(buf);                                                     \
     return CATTN_OK;                                                             \
