@@ -43,12 +43,15 @@ def run_portable(test_files):
     """Run `test_files` in a fresh interpreter on the portable kernels (torch
     parity tests skipped there: they only repeat the comparisons)."""
     env = dict(os.environ, CATTN_FORCE_PORTABLE="1")
+    # the cattn this process imported (installed, or a source tree built in
+    # place), and cwd = tests/ so the repo root's uncompiled sources never win
+    root = os.path.dirname(os.path.dirname(os.path.abspath(cattn.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.dirname(HERE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        [root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-         "-k", "not torch"] + list(test_files),
-        env=env, cwd=os.path.dirname(HERE), capture_output=True, text=True, timeout=600)
+         "-k", "not torch"] + [os.path.join(HERE, os.path.basename(f)) for f in test_files],
+        env=env, cwd=HERE, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"portable-path run failed:\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}"
     assert "passed" in r.stdout and "failed" not in r.stdout
     return r.stdout

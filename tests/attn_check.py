@@ -159,15 +159,4 @@ def check_weights(got, q, k, what="", **kw):
     return ref
 
 
-def run_python(code, **env):
-    """Run `code` in a fresh interpreter that imports this same cattn (and
-    this helper module); return its stdout, failing on a non-zero exit."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(cattn.__file__)))
-    e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join([root, os.path.dirname(os.path.abspath(__file__))] +
-                                      [p for p in [e.get("PYTHONPATH")] if p])
-    e.update(env)
-    r = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, f"subprocess failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-    return r.stdout
+from helpers import run_python  # noqa: E402,F401  (shared subprocess runner)

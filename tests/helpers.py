@@ -109,7 +109,10 @@ def run_python(code, **env):
     e["PYTHONPATH"] = os.pathsep.join([root, os.path.dirname(__file__)] +
                                       [p for p in [e.get("PYTHONPATH")] if p])
     e.update(env)
+    # cwd = tests/: a child started in the repo root would import the
+    # uncompiled source tree instead of the installed package
     r = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True,
+                       cwd=os.path.dirname(os.path.abspath(__file__)),
                        text=True, timeout=120)
     assert r.returncode == 0, f"subprocess failed ({r.returncode}):\n{r.stderr}"
     return r.stdout
