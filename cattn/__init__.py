@@ -9,6 +9,7 @@ from ._threads import get_num_threads, num_threads, set_num_threads
 from .ops import linear, matmul
 from .attention import KVCache, attention_weights, scaled_dot_product_attention
 from ._config import show_config
+from . import nn
 
 __all__ = [
     "matmul", "linear",
