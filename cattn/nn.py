@@ -187,14 +187,7 @@ class Module:
     def register_parameter(self, name, value):
         """Add a parameter (an ndarray, or None for an absent bias)."""
         self._parameters[name] = value
-
-    def __getattr__(self, name):  # only reached when normal lookup fails
-        d = self.__dict__
-        if name in d.get("_parameters", ()):
-            return d["_parameters"][name]
-        if name in d.get("_modules", ()):
-            return d["_modules"][name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.__dict__[name] = value  # mirrored for fast attribute lookup
 
     def __setattr__(self, name, value):
         params = self.__dict__.get("_parameters")
@@ -202,12 +195,10 @@ class Module:
             self._modules[name] = value
         elif params is not None and name in params:
             old = params[name]
-            if old is None or value is None:
-                params[name] = value
-            else:
-                params[name] = _coerce_param(name, value, old.shape, old.dtype)
-        else:
-            object.__setattr__(self, name, value)
+            if old is not None and value is not None:
+                value = _coerce_param(name, value, old.shape, old.dtype)
+            params[name] = value
+        object.__setattr__(self, name, value)  # mirrored in __dict__ for fast lookup
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
@@ -702,10 +693,7 @@ class TransformerEncoder(Module):
         n = _positive_int(num_layers, "num_layers", "TransformerEncoder")
         self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(n)])
         self.num_layers = n
-        if norm is not None:
-            self.norm = norm
-        else:
-            object.__setattr__(self, "norm", None)
+        self.norm = norm
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         """src (B, L, E) -> (B, L, E). is_causal=None: detected from `mask`
@@ -731,10 +719,7 @@ class TransformerDecoder(Module):
         n = _positive_int(num_layers, "num_layers", "TransformerDecoder")
         self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(n)])
         self.num_layers = n
-        if norm is not None:
-            self.norm = norm
-        else:
-            object.__setattr__(self, "norm", None)
+        self.norm = norm
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
