@@ -4,6 +4,7 @@ NumPy arrays, the attention-weights matrix, and a KV cache.
 Legend: B batch, Hq query heads, H kv heads, L queries, S keys, E head dim,
 Ev value dim; "..." are free leading batch dims (broadcast).
 """
+import functools
 import math
 
 import numpy as np
@@ -94,7 +95,7 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
         st = x.strides[:-3] + (x.strides[-3] * group, x.strides[-3]) + x.strides[-2:]
         return np.lib.stride_tricks.as_strided(x, sh, st, writeable=x.flags.writeable)
 
-    mask, mkind, offm, rsm, csm = None, 0, np.zeros(max(1, int(np.prod(out_batch))), np.int64), 0, 0
+    mask, mkind, offm, rsm, csm = None, 0, _zeros_offsets(math.prod(out_batch)), 0, 0
     if attn_mask is not None:
         m = np.asarray(attn_mask)
         if m.dtype == np.bool_:
@@ -127,6 +128,13 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
                 shift=(S - L) if causal_alignment == "lower_right" else 0)
 
 
+@functools.lru_cache(maxsize=64)
+def _zeros_offsets(n):
+    z = np.zeros(max(1, n), np.int64)
+    z.flags.writeable = False
+    return z
+
+
 def _offsets(x, batch_shape):
     item = x.itemsize
     es = tuple(s // item for s in x.strides)
@@ -144,7 +152,7 @@ def _run(p, O=None, W=None):
     offv, rsv = _offsets(v, kv_batch)
     target = O if W is None else W
     offt, rst = _offsets(p["view_q"](target), out_batch)
-    nkv = int(np.prod(batch)) if batch else 1
+    nkv = math.prod(batch)
     _ext.attention(O if O is not None else q, offt, rst, q, offq, rsq, k, offk, rsk, v, offv, rsv,
                    p["mask"], p["mkind"], p["offm"], p["rsm"], p["csm"],
                    W, offt, rst, nkv, group, p["L"], p["S"], p["E"],

@@ -3,6 +3,9 @@ allocate outputs, then call the C kernels through cattn._ext.
 
 Shape legend: M/N/K for matrix products, "..." for free leading dims.
 """
+import functools
+import math
+
 import numpy as np
 
 from . import _ext
@@ -21,9 +24,12 @@ def _act_code(activation, op):
             "None, 'relu', 'gelu', 'gelu_tanh', 'silu'") from None
 
 
+@functools.lru_cache(maxsize=256)
 def _batch_offsets(batch, shape_b, strides_b):
     """Element offsets of every batch item: operand dims `shape_b` (right-aligned
-    to the broadcast `batch`) with element strides `strides_b`; 0 where broadcast."""
+    to the broadcast `batch`) with element strides `strides_b`; 0 where broadcast.
+    Cached by shape (inference repeats shapes); the array is read-only."""
+    batch, shape_b, strides_b = tuple(batch), tuple(shape_b), tuple(strides_b)
     off = np.zeros(batch, dtype=np.int64)
     pad = len(batch) - len(shape_b)
     for d, n in enumerate(batch):
@@ -35,7 +41,9 @@ def _batch_offsets(batch, shape_b, strides_b):
         idx = [1] * len(batch)
         idx[d] = n
         off = off + (np.arange(n, dtype=np.int64) * sd).reshape(idx)
-    return np.ascontiguousarray(off.reshape(-1))
+    off = np.ascontiguousarray(off.reshape(-1))
+    off.flags.writeable = False
+    return off
 
 
 def _gemm_nd(A, B, C, bias=None, act=0, alpha=1.0):
@@ -46,7 +54,7 @@ def _gemm_nd(A, B, C, bias=None, act=0, alpha=1.0):
     batch = C.shape[:-2]
     nt = get_num_threads()
     sa, sb, sc = estrides(A), estrides(B), estrides(C)
-    nb = int(np.prod(batch)) if batch else 1
+    nb = math.prod(batch)
     if nb == 0 or M == 0 or N == 0:
         return C
     b_shared = all(n == 1 or s == 0 for n, s in zip(B.shape[:-2], sb[:-2]))
