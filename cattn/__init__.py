@@ -10,6 +10,7 @@ from .ops import linear, matmul
 from .attention import KVCache, attention_weights, scaled_dot_product_attention
 from .functional import softmax, log_softmax, layer_norm, rms_norm, gelu, silu, relu
 from ._config import show_config
+from . import nn
 
 __all__ = [
     "matmul", "linear",
