@@ -1,4 +1,4 @@
-"""cattn's command line: `cattn info`, `cattn bench` (also `python -m cattn ...`)."""
+"""cattn's command line: `cattn info`, `cattn bench`, `cattn demo` (also `python -m cattn ...`)."""
 import argparse
 import os
 import sys
@@ -35,6 +35,12 @@ def _bench(args):
     return 0 if all(r["agree"] for r in rows) else 1
 
 
+def _demo(args):
+    from . import demo
+    demo.run()
+    return 0
+
+
 def _threads_arg(s):
     n = int(s)
     if n < 1:
@@ -44,7 +50,7 @@ def _threads_arg(s):
 
 def build_parser():
     p = argparse.ArgumentParser(prog="cattn", description="cattn: a CPU attention engine")
-    sub = p.add_subparsers(dest="command", metavar="{info,bench}")
+    sub = p.add_subparsers(dest="command", metavar="{info,bench,demo}")
     sub.required = True
     pi = sub.add_parser("info", help="print version, compiler, OpenMP, kernel path, "
                                      "block sizes and threads")
@@ -58,6 +64,8 @@ def build_parser():
     pb.add_argument("--no-torch", action="store_true", help="skip torch even if installed")
     pb.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # tests only
     pb.set_defaults(func=_bench)
+    pd = sub.add_parser("demo", help="the textbook self-attention example, step by step")
+    pd.set_defaults(func=_demo)
     return p
 
 
