@@ -37,7 +37,7 @@ def _bench(args):
 
 def _demo(args):
     from . import demo
-    demo.run()
+    demo.run(file=sys.stdout)
     return 0
 
 
