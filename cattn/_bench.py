@@ -81,6 +81,47 @@ def matmul_suite(sizes):
 
 # ---- timing ----
 
+# ---- rows: attention ----
+
+ATTN_SHAPES = [  # (B, H, L, S, E, causal)
+    (8, 12, 128, 128, 64, False),
+    (1, 8, 1024, 1024, 64, False),
+    (1, 8, 1024, 1024, 64, True),
+    (1, 32, 1, 4096, 128, False),   # one decode step over a 4096-token cache
+]
+ATTN_TINY = [(1, 2, 5, 7, 8, False), (1, 2, 5, 7, 8, True)]
+
+
+def numpy_attention(q, k, v, causal):
+    """softmax(Q K^T / sqrt(E) (+ causal -inf)) V with numpy.matmul and np.exp."""
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * (1.0 / np.sqrt(q.shape[-1]))
+    if causal:
+        L, S = s.shape[-2:]
+        s = np.where(np.tril(np.ones((L, S), bool)), s, -np.inf)
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.matmul(s / s.sum(axis=-1, keepdims=True), v)
+
+
+@suite
+def attention_suite(sizes):
+    rng = np.random.default_rng(1)
+    for B, H, L, S, E, causal in ATTN_TINY if sizes.tiny else ATTN_SHAPES:
+        q = rng.standard_normal((B, H, L, E)).astype(sizes.dtype)
+        k = rng.standard_normal((B, H, S, E)).astype(sizes.dtype)
+        v = rng.standard_normal((B, H, S, E)).astype(sizes.dtype)
+        tfn = None
+        if sizes.torch is not None:
+            F = sizes.torch.nn.functional
+            tq, tk, tv = (sizes.torch.from_numpy(x) for x in (q, k, v))
+            tfn = lambda tq=tq, tk=tk, tv=tv, c=causal: F.scaled_dot_product_attention(  # noqa: E731
+                tq, tk, tv, is_causal=c)
+        name = f"sdpa {B}x{H}x{L}x{S}x{E}" + (" causal" if causal else "")
+        register(name, 4.0 * B * H * L * S * E * (0.5 if causal else 1.0),
+                 lambda q=q, k=k, v=v, c=causal: cattn.scaled_dot_product_attention(
+                     q, k, v, is_causal=c),
+                 lambda q=q, k=k, v=v, c=causal: numpy_attention(q, k, v, c), tfn)
+
+
 def time_block(fn, warmup=0.3, runs=7, min_run=0.02):
     """Median seconds per call: `warmup` s of untimed calls, then `runs` runs
     of enough calls to last about `min_run` s each."""
