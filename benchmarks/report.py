@@ -1,0 +1,73 @@
+"""Per-group summary of a pytest-benchmark JSON file: each library's median
+time and GFLOP/s, and cattn's speed relative to NumPy and torch measured in
+the same run (ratio = other's median / cattn's median; > 1: cattn faster).
+
+    pytest benchmarks/ --benchmark-json=bench.json
+    python benchmarks/report.py bench.json [--markdown]
+"""
+import argparse
+import json
+import sys
+
+LIBS = ("cattn", "numpy", "torch")
+
+
+def load(path):
+    with open(path) as f:
+        data = json.load(f)
+    groups = {}
+    for b in data["benchmarks"]:
+        info = b.get("extra_info", {})
+        lib = info.get("lib") or b.get("params", {}).get("lib")
+        g = groups.setdefault(b["group"], {"flops": info.get("flops")})
+        g[lib] = b["stats"]["median"]
+    return data.get("machine_info", {}), groups
+
+
+def rows(groups):
+    for name, g in groups.items():
+        c = g.get("cattn")
+        def gf(lib):
+            return g["flops"] / g[lib] / 1e9 if g.get(lib) and g.get("flops") else None
+        yield [name,
+               *[g.get(lib) * 1e3 if g.get(lib) else None for lib in LIBS],
+               *[gf(lib) for lib in LIBS],
+               g["numpy"] / c if c and g.get("numpy") else None,
+               g["torch"] / c if c and g.get("torch") else None]
+
+
+HEAD = ["group", "cattn ms", "numpy ms", "torch ms", "cattn GF/s", "numpy GF/s",
+        "torch GF/s", "vs numpy", "vs torch"]
+
+
+def fmt(v, prec):
+    return "-" if v is None else f"{v:.{prec}f}"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("json")
+    p.add_argument("--markdown", action="store_true")
+    args = p.parse_args(argv)
+    machine, groups = load(args.json)
+    table = [[r[0]] + [fmt(v, 3) for v in r[1:4]] + [fmt(v, 1) for v in r[4:7]]
+             + [fmt(v, 2) for v in r[7:]] for r in rows(groups)]
+    if machine:
+        print(f"# {machine.get('cpu', {}).get('brand_raw', '')} "
+              f"python {machine.get('python_version', '')}; medians; "
+              "vs X = X's median / cattn's median (> 1: cattn faster)")
+    if args.markdown:
+        print("| " + " | ".join(HEAD) + " |")
+        print("|" + "---|" * len(HEAD))
+        for r in table:
+            print("| " + " | ".join(r) + " |")
+    else:
+        w = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(HEAD)]
+        print("  ".join(h.rjust(w[i]) if i else h.ljust(w[i]) for i, h in enumerate(HEAD)))
+        for r in table:
+            print("  ".join(v.rjust(w[i]) if i else v.ljust(w[i]) for i, v in enumerate(r)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
