@@ -9,9 +9,19 @@ from ._threads import get_num_threads, num_threads, set_num_threads
 from .ops import linear, matmul
 from .attention import KVCache, attention_weights, scaled_dot_product_attention
 from ._config import show_config
+from .plot import plot_attention
 
 __all__ = [
     "matmul", "linear",
     "scaled_dot_product_attention", "attention_weights", "KVCache",
     "get_num_threads", "set_num_threads", "num_threads", "show_config",
+    "plot_attention",
 ]
+
+
+def __getattr__(name):
+    # `cattn.models` on first use: its optional dependencies load only then
+    if name == "models":
+        import importlib
+        return importlib.import_module(".models", __name__)
+    raise AttributeError(f"module 'cattn' has no attribute {name!r}")

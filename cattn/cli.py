@@ -1,4 +1,5 @@
-"""cattn's command line: `cattn info`, `cattn bench` (also `python -m cattn ...`)."""
+"""cattn's command line: `cattn info`, `cattn bench`, and the sentence-encoder commands
+`cattn embed | similarity | attention` (cattn/models/cli_models.py); also `python -m cattn ...`."""
 import argparse
 import os
 import sys
@@ -44,7 +45,7 @@ def _threads_arg(s):
 
 def build_parser():
     p = argparse.ArgumentParser(prog="cattn", description="cattn: a CPU attention engine")
-    sub = p.add_subparsers(dest="command", metavar="{info,bench}")
+    sub = p.add_subparsers(dest="command", metavar="{info,bench,embed,similarity,attention}")
     sub.required = True
     pi = sub.add_parser("info", help="print version, compiler, OpenMP, kernel path, "
                                      "block sizes and threads")
@@ -58,6 +59,8 @@ def build_parser():
     pb.add_argument("--no-torch", action="store_true", help="skip torch even if installed")
     pb.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # tests only
     pb.set_defaults(func=_bench)
+    from .models.cli_models import add_commands
+    add_commands(sub)
     return p
 
 
