@@ -26,7 +26,11 @@
 #define CAT3(a, b, c) CAT3_(a, b, c)
 #define FN(name) CAT3(name, PATH, SFX)
 
-/* rows of Q^T panels (NR queries each) scaled: qp[jp][e][j] = Q[i0+jp*NR+j][e]*scale */
+/* rows of Q^T panels (NR queries each) scaled: qp[jp][e][j] = Q[i0+jp*NR+j][e]*scale
+ * (the includer may provide a faster pack_qt with the same contract) */
+#ifndef pack_qt
+#define pack_qt FN(attn_pack_qt)
+#endif
 static void FN(attn_pack_qt)(T *qp, const T *Q, int64_t rsq, int64_t br, int64_t brp,
                              int64_t E, T scale)
 {
@@ -116,7 +120,7 @@ static void FN(attn_flash_task)(const cattn_attn_args *g, int64_t uq, int64_t qb
 
     int64_t s_end = S;
     if (g->causal) s_end = cattn_max64(0, cattn_min64(S, i0 + br + g->shift));
-    FN(attn_pack_qt)(qp, Q, g->rsq, br, brp, E, (T)g->scale);
+    pack_qt(qp, Q, g->rsq, br, brp, E, (T)g->scale);
     for (int64_t i = 0; i < ldp; i++) { m[i] = ninf; l[i] = 0; }
     if (!g->W)
         for (int64_t i = 0; i < brm * evp; i++) Oa[i] = 0;
@@ -387,6 +391,7 @@ int FN(cattn_attention)(cattn_attn_args *g, int n_threads)
     return CATTN_OK;
 }
 
+#undef pack_qt
 #undef FN
 #undef CAT3
 #undef CAT3_

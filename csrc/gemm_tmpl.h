@@ -5,6 +5,7 @@
  * C[M,N] = alpha * A[M,K] · B[K,N] + beta * C   (+ bias[N], act)
  * Loops (BLIS): jc (NC) -> pc (KC) -> pack B -> ic (MC) -> pack A
  *               -> jr (NR) -> ir (MR) -> micro-kernel.
+ * Threads own disjoint blocks of C (a tm x tn grid) and pack privately.
  */
 #define CAT2_(a, b) a##_##b
 #define CAT2(a, b) CAT2_(a, b)
@@ -119,54 +120,43 @@ static void FN(gemm_macro)(const FN(gemm_args) *g, T *C, const T *pa, const T *p
     }
 }
 
-/* rows per A block: at most MC, a multiple of MR, and (when threaded) a
- * block count that is a multiple of nt so the threads finish together */
-static int64_t FN(gemm_pick_mc)(int64_t M, int nt)
+/* The C block [m0, m1) x [n0, n1) computed by one thread with its own
+ * packing buffers (bufB: KC x NC, bufA: MC x KC): no barrier, no sharing.
+ * jc -> pc -> pack B -> ic -> pack A -> jr -> ir (in gemm_macro). */
+static void FN(gemm_run)(const FN(gemm_args) *g, T *bufB, T *bufA,
+                         int64_t m0, int64_t m1, int64_t n0, int64_t n1)
 {
-    int64_t nblk = cattn_cdiv(M, MC);
-    if (nt > 1 && M >= (int64_t)nt * MR) nblk = cattn_round_up(nblk, nt);
-    return cattn_min64(MC, cattn_round_up(cattn_cdiv(M, nblk), MR));
-}
-
-/* One thread's share of a GEMM: thread tid of nt (nt == 1: no barrier, no
- * OpenMP construct, callable anywhere). bufB is shared by the team,
- * bufA private. Work units are (A block, run of B panels). */
-static void FN(gemm_run)(const FN(gemm_args) *g, T *bufB, T *bufA, int tid, int nt)
-{
-    const int64_t M = g->M, N = g->N, K = g->K;
-    const int64_t mc_blk = FN(gemm_pick_mc)(M, nt);
-    const int64_t mblocks = cattn_cdiv(M, mc_blk);
-    for (int64_t jc = 0; jc < N; jc += NC) {                       /* jc */
-        const int64_t nc = cattn_min64(NC, N - jc);
+    const int64_t K = g->K;
+    for (int64_t jc = n0; jc < n1; jc += NC) {                     /* jc */
+        const int64_t nc = cattn_min64(NC, n1 - jc);
         const int64_t npan = cattn_cdiv(nc, NR);
-        int64_t nsplit = mblocks >= nt ? 1 : cattn_cdiv(nt, mblocks);
-        nsplit = cattn_min64(nsplit, npan);
-        const int64_t units = mblocks * nsplit;
         for (int64_t pc = 0; pc < K; pc += KC) {                   /* pc */
             const int64_t kc = cattn_min64(KC, K - pc);
             const T beta = pc == 0 ? g->beta : (T)1;
             const int epilogue = pc + kc >= K && (g->bias || g->act);
-            /* pack B cooperatively: thread tid packs panels [p0, p1) */
-            const int64_t p0 = npan * tid / nt, p1 = npan * (tid + 1) / nt;
-            FN(cattn_pack_b)(bufB + p0 * NR * kc, g->B + pc * g->rsb + (jc + p0 * NR) * g->csb,
-                             g->rsb, g->csb, kc, cattn_min64(nc, p1 * NR) - p0 * NR);
-            if (nt > 1) { CATTN_BARRIER(); }
-            int64_t packed_ib = -1;
-            for (int64_t u = tid; u < units; u += nt) {            /* ic */
-                const int64_t ib = u / nsplit, js = u % nsplit;
-                const int64_t ic = ib * mc_blk, mc = cattn_min64(mc_blk, M - ic);
-                if (ib != packed_ib) {
-                    FN(cattn_pack_a)(bufA, g->A + ic * g->rsa + pc * g->csa,
-                                     g->rsa, g->csa, mc, kc);
-                    packed_ib = ib;
-                }
+            FN(cattn_pack_b)(bufB, g->B + pc * g->rsb + jc * g->csb, g->rsb, g->csb, kc, nc);
+            for (int64_t ic = m0; ic < m1; ic += MC) {             /* ic */
+                const int64_t mc = cattn_min64(MC, m1 - ic);
+                FN(cattn_pack_a)(bufA, g->A + ic * g->rsa + pc * g->csa, g->rsa, g->csa, mc, kc);
                 FN(gemm_macro)(g, g->C + ic * g->rsc + jc * g->csc, bufA, bufB, mc, nc, kc,
-                               npan * js / nsplit, npan * (js + 1) / nsplit,
-                               beta, g->bias ? g->bias + jc : NULL, epilogue);
+                               0, npan, beta, g->bias ? g->bias + jc : NULL, epilogue);
             }
-            if (nt > 1) { CATTN_BARRIER(); }
         }
     }
+}
+
+/* Thread t of nt in a tm x tn grid over C: N is split when each part keeps
+ * at least 4 micro-panels, else M. Boundaries fall on MR / NR multiples. */
+static void FN(gemm_run_part)(const FN(gemm_args) *g, T *bufB, T *bufA, int t, int nt)
+{
+    int tn = 1;
+    for (int d = nt; d >= 1; d--)
+        if (nt % d == 0 && g->N >= (int64_t)d * 4 * NR) { tn = d; break; }
+    const int tm = nt / tn, ti = t / tn, tj = t % tn;
+    const int64_t mu = cattn_cdiv(g->M, MR), nu = cattn_cdiv(g->N, NR);
+    const int64_t m0 = mu * ti / tm * MR, m1 = cattn_min64(g->M, mu * (ti + 1) / tm * MR);
+    const int64_t n0 = nu * tj / tn * NR, n1 = cattn_min64(g->N, nu * (tj + 1) / tn * NR);
+    if (m0 < m1 && n0 < n1) FN(gemm_run)(g, bufB, bufA, m0, m1, n0, n1);
 }
 
 /* K == 0 or alpha == 0: C = beta * C (+ bias, act); beta == 0 writes zeros */
@@ -268,7 +258,7 @@ void FN(cattn_gemm_st)(T *C, int64_t rsc, int64_t csc,
     FN(gemm_args) g = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, alpha, beta, bias, act};
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == (T)0) { FN(gemm_scale_only)(&g); return; }
-    FN(gemm_run)(&g, work, work + cattn_round_up(FN(gemm_b_size)(N, K), 64), 0, 1);
+    FN(gemm_run)(&g, work, work + cattn_round_up(FN(gemm_b_size)(N, K), 64), 0, M, 0, N);
 }
 
 int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
@@ -283,16 +273,16 @@ int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
     if (K <= 0 || alpha == (T)0) { FN(gemm_scale_only)(&g); return CATTN_OK; }
     if (M <= CATTN_GEMV_MAX_M && rsb == 1) return FN(gemv)(&g, n_threads);
     const int nt = FN(gemm_threads)(M, N, K, n_threads);
-    const size_t bsz = cattn_round_up(FN(gemm_b_size)(N, K), 64), asz = FN(gemm_a_size)(M, K);
-    T *buf = cattn_aligned_alloc(sizeof(T) * (bsz + asz * nt));
+    const size_t per = cattn_round_up(FN(gemm_b_size)(N, K), 64) + FN(gemm_a_size)(M, K);
+    T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
     if (!buf) return CATTN_ENOMEM;
-    if (nt == 1) {
-        FN(gemm_run)(&g, buf, buf + bsz, 0, 1);
-    } else {
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-        FN(gemm_run)(&g, buf, buf + bsz + asz * CATTN_TID(), CATTN_TID(), CATTN_NT());
+#pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
+    {
+        T *mine = buf + per * CATTN_TID();
+        FN(gemm_run_part)(&g, mine, mine + cattn_round_up(FN(gemm_b_size)(N, K), 64),
+                          CATTN_TID(), CATTN_NT());
     }
     cattn_aligned_free(buf);
     return CATTN_OK;
@@ -316,18 +306,17 @@ int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
     }
     const int item_nt = FN(gemm_threads)(M, N, K, n_threads);
     const int nt = FN(gemm_threads)(M * nb, N, K, n_threads);
-    /* many small items: one item per thread at a time; few large: cooperate */
+    /* many small items: one item per thread at a time; few large: split each */
     const int independent = nb >= 4 * (int64_t)nt || item_nt < nt;
-    const size_t bsz = cattn_round_up(FN(gemm_b_size)(N, K), 64), asz = FN(gemm_a_size)(M, K);
-    const size_t per_thread = independent ? bsz + asz : asz;
-    T *buf = cattn_aligned_alloc(sizeof(T) * (bsz + per_thread * nt));
+    const size_t bsz = cattn_round_up(FN(gemm_b_size)(N, K), 64);
+    const size_t per = bsz + FN(gemm_a_size)(M, K);
+    T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
     if (!buf) return CATTN_ENOMEM;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
     {
-        const int tid = CATTN_TID(), tn = CATTN_NT();
-        T *mine = buf + bsz + per_thread * tid;
+        T *mine = buf + per * CATTN_TID();
         if (independent) {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
@@ -335,13 +324,13 @@ int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
             for (int64_t b = 0; b < nb; b++) {
                 FN(gemm_args) g = g0;
                 g.A = A + offa[b]; g.B = B + offb[b]; g.C = C + offc[b];
-                FN(gemm_run)(&g, mine, mine + bsz, 0, 1);
+                FN(gemm_run)(&g, mine, mine + bsz, 0, M, 0, N);
             }
         } else {
             for (int64_t b = 0; b < nb; b++) {
                 FN(gemm_args) g = g0;
                 g.A = A + offa[b]; g.B = B + offb[b]; g.C = C + offc[b];
-                FN(gemm_run)(&g, buf, mine, tid, tn);
+                FN(gemm_run_part)(&g, mine, mine + bsz, CATTN_TID(), CATTN_NT());
             }
         }
     }
