@@ -8,12 +8,14 @@ from . import _ext
 from ._threads import get_num_threads, num_threads, set_num_threads
 from .ops import linear, matmul
 from .attention import KVCache, attention_weights, scaled_dot_product_attention
+from .functional import softmax, log_softmax, layer_norm, rms_norm, gelu, silu, relu
 from ._config import show_config
 from .plot import plot_attention
 
 __all__ = [
     "matmul", "linear",
     "scaled_dot_product_attention", "attention_weights", "KVCache",
+    "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu", "relu",
     "get_num_threads", "set_num_threads", "num_threads", "show_config",
     "plot_attention",
 ]

@@ -69,3 +69,4 @@ def compiler():
 
 include "_gemm.pxi"
 include "_attention.pxi"
+include "_rows.pxi"

@@ -126,5 +126,65 @@ typedef struct {
 
 int cattn_attention_f32(cattn_attn_args *args, int n_threads);
 int cattn_attention_f64(cattn_attn_args *args, int n_threads);
+/* ---- softmax.c / norm.c / act.c ----
+ * Row-wise kernels: one thread owns a whole row (or block of columns), rows
+ * are split statically, so results are bitwise identical for any n_threads.
+ * Inputs below 32768 elements per thread run on fewer threads (one for small). */
+
+/* Softmax along the middle axis of an (outer, n, inner) view:
+ *   logsm = 0: y[o,i,j] = exp(x[o,i,j] - m[o,j]) / sum_i' exp(x[o,i',j] - m[o,j])
+ *   logsm = 1: y[o,i,j] = x[o,i,j] - m[o,j] - log(sum_i' exp(x[o,i',j] - m[o,j]))
+ *   with m = max over i (NaN ignored; -inf when the row has no finite value).
+ * A row of all -inf gives 0 (logsm: -inf); a NaN (or +inf) makes its row NaN.
+ *   y: (outer, n, inner), element (o,i,j) at y[o*yso + i*ysn + j*ysi]
+ *   x: (outer, n, inner), element (o,i,j) at x[o*xso + i*xsn + j*xsi]
+ * Unit xsi and ysi with inner > 1 take a column kernel (inner vectorized);
+ * everything else runs row by row (rows with non-unit stride are gathered
+ * into per-thread scratch). y may equal x exactly (same pointer and
+ * strides): the op then runs in place; no other overlap. */
+int cattn_softmax_f32(float *y, int64_t yso, int64_t ysn, int64_t ysi,
+                      const float *x, int64_t xso, int64_t xsn, int64_t xsi,
+                      int64_t outer, int64_t n, int64_t inner, int logsm, int n_threads);
+int cattn_softmax_f64(double *y, int64_t yso, int64_t ysn, int64_t ysi,
+                      const double *x, int64_t xso, int64_t xsn, int64_t xsi,
+                      int64_t outer, int64_t n, int64_t inner, int logsm, int n_threads);
+
+/* Layer norm over the last axis, two-pass (mean, then centered variance;
+ * float32 rows accumulate in double):
+ *   y[r,:] = (x[r,:] - mean) / sqrt(var + eps) * weight + bias
+ *   y: (rows, n), row r at y + r*ys, unit element stride
+ *   x: (rows, n), row r at x + r*xs, unit element stride
+ *   weight, bias: (n,) contiguous, or NULL (1 and 0)
+ * y may equal x exactly; no other overlap. */
+int cattn_layer_norm_f32(float *y, int64_t ys, const float *x, int64_t xs,
+                         const float *weight, const float *bias,
+                         int64_t rows, int64_t n, double eps, int n_threads);
+int cattn_layer_norm_f64(double *y, int64_t ys, const double *x, int64_t xs,
+                         const double *weight, const double *bias,
+                         int64_t rows, int64_t n, double eps, int n_threads);
+
+/* RMS norm over the last axis: y[r,:] = x[r,:] / sqrt(mean(x[r,:]^2) + eps) * weight
+ *   y, x: (rows, n) as for layer norm; weight: (n,) contiguous or NULL.
+ * y may equal x exactly; no other overlap. */
+int cattn_rms_norm_f32(float *y, int64_t ys, const float *x, int64_t xs,
+                       const float *weight, int64_t rows, int64_t n, double eps,
+                       int n_threads);
+int cattn_rms_norm_f64(double *y, int64_t ys, const double *x, int64_t xs,
+                       const double *weight, int64_t rows, int64_t n, double eps,
+                       int n_threads);
+
+/* Elementwise activation (CATTN_ACT_*): y[r,i] = act(x[r,i])
+ *   y: (rows, n), row r at y + r*ys, unit element stride
+ *   x: (rows, n), row r at x + r*xs, unit element stride
+ * y may equal x exactly; no other overlap. */
+int cattn_act_f32(float *y, int64_t ys, const float *x, int64_t xs,
+                  int64_t rows, int64_t n, int act, int n_threads);
+int cattn_act_f64(double *y, int64_t ys, const double *x, int64_t xs,
+                  int64_t rows, int64_t n, int act, int n_threads);
+
+/* Test hook: y[i] = exp(x[i]) through the selected path's vector exp
+ * (vexp_avx2.h or vexp.h), single-threaded.  y, x: (n,) contiguous. */
+int cattn_vexp_f32(float *y, const float *x, int64_t n);
+int cattn_vexp_f64(double *y, const double *x, int64_t n);
 
 #endif

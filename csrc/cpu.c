@@ -8,8 +8,16 @@
 #include <string.h>
 #include "kernels.h"
 
-cattn_dispatch_t cattn_kt = {"portable", cattn_ukr_ref_f32, cattn_ukr_ref_f64,
-                             cattn_dotn_ref_f32, cattn_dotn_ref_f64};
+#define CATTN_KT_PORTABLE {                                                 \
+    "portable", cattn_ukr_ref_f32, cattn_ukr_ref_f64,                         \
+    cattn_dotn_ref_f32, cattn_dotn_ref_f64,                                   \
+    cattn_softmax_row_ref_f32, cattn_softmax_row_ref_f64,                     \
+    cattn_softmax_cols_ref_f32, cattn_softmax_cols_ref_f64,                   \
+    cattn_layer_norm_row_ref_f32, cattn_layer_norm_row_ref_f64,               \
+    cattn_rms_norm_row_ref_f32, cattn_rms_norm_row_ref_f64,                   \
+    cattn_act_ref_f32, cattn_act_ref_f64, cattn_exp_ref_f32, cattn_exp_ref_f64}
+
+cattn_dispatch_t cattn_kt = CATTN_KT_PORTABLE;
 
 int cattn_cpu_has_avx2_fma(void)
 {
@@ -32,8 +40,7 @@ static int initialized = 0;
 void cattn_init(void)
 {
     if (initialized) return;
-    cattn_dispatch_t kt = {"portable", cattn_ukr_ref_f32, cattn_ukr_ref_f64,
-                           cattn_dotn_ref_f32, cattn_dotn_ref_f64};
+    cattn_dispatch_t kt = CATTN_KT_PORTABLE;
 #ifdef CATTN_X86
     if (!force_portable() && cattn_cpu_has_avx2_fma()) {
         kt.name = "avx2";
@@ -41,6 +48,18 @@ void cattn_init(void)
         kt.gemm_f64 = cattn_ukr_avx2_f64;
         kt.dotn_f32 = cattn_dotn_avx2_f32;
         kt.dotn_f64 = cattn_dotn_avx2_f64;
+        kt.softmax_row_f32 = cattn_softmax_row_avx2_f32;
+        kt.softmax_row_f64 = cattn_softmax_row_avx2_f64;
+        kt.softmax_cols_f32 = cattn_softmax_cols_avx2_f32;
+        kt.softmax_cols_f64 = cattn_softmax_cols_avx2_f64;
+        kt.layer_norm_row_f32 = cattn_layer_norm_row_avx2_f32;
+        kt.layer_norm_row_f64 = cattn_layer_norm_row_avx2_f64;
+        kt.rms_norm_row_f32 = cattn_rms_norm_row_avx2_f32;
+        kt.rms_norm_row_f64 = cattn_rms_norm_row_avx2_f64;
+        kt.act_f32 = cattn_act_avx2_f32;
+        kt.act_f64 = cattn_act_avx2_f64;
+        kt.exp_f32 = cattn_exp_avx2_f32;
+        kt.exp_f64 = cattn_exp_avx2_f64;
     }
 #else
     (void)force_portable;

@@ -25,6 +25,34 @@ typedef void (*cattn_dotn_f32_t)(float *out, const float *q, const float *K, int
                                  int64_t n, int64_t E);
 typedef void (*cattn_dotn_f64_t)(double *out, const double *q, const double *K, int64_t rsk,
                                  int64_t n, int64_t E);
+/* Row kernels (softmax.c, norm.c, act.c; AVX2 versions in rows_avx2.c and
+ * act_avx2.c). Each handles one contiguous row (or one block of columns)
+ * on the calling thread; y may equal x exactly, nothing else may overlap.
+ *   softmax_row: y[n] = softmax(x[n]) (logsm = 0) or log_softmax (logsm = 1)
+ *   softmax_cols: the same along n rows for w <= CATTN_SMX_COLS_* adjacent
+ *     columns: element (i, j) at x[i*xs + j] / y[i*ys + j]
+ *   layer_norm_row / rms_norm_row: y[n] from x[n], weight / bias (n,) or NULL
+ *   act: y[n] = act(x[n]) for a CATTN_ACT_* code; exp: y[n] = exp(x[n]) */
+#define CATTN_SMX_COLS_F32 32
+#define CATTN_SMX_COLS_F64 16
+typedef void (*cattn_smx_row_f32_t)(float *y, const float *x, int64_t n, int logsm);
+typedef void (*cattn_smx_row_f64_t)(double *y, const double *x, int64_t n, int logsm);
+typedef void (*cattn_smx_cols_f32_t)(float *y, int64_t ys, const float *x, int64_t xs,
+                                     int64_t n, int64_t w, int logsm);
+typedef void (*cattn_smx_cols_f64_t)(double *y, int64_t ys, const double *x, int64_t xs,
+                                     int64_t n, int64_t w, int logsm);
+typedef void (*cattn_ln_row_f32_t)(float *y, const float *x, const float *w,
+                                   const float *b, int64_t n, double eps);
+typedef void (*cattn_ln_row_f64_t)(double *y, const double *x, const double *w,
+                                   const double *b, int64_t n, double eps);
+typedef void (*cattn_rms_row_f32_t)(float *y, const float *x, const float *w,
+                                    int64_t n, double eps);
+typedef void (*cattn_rms_row_f64_t)(double *y, const double *x, const double *w,
+                                    int64_t n, double eps);
+typedef void (*cattn_act_f32_t)(float *y, const float *x, int64_t n, int act);
+typedef void (*cattn_act_f64_t)(double *y, const double *x, int64_t n, int act);
+typedef void (*cattn_vexp_f32_t)(float *y, const float *x, int64_t n);
+typedef void (*cattn_vexp_f64_t)(double *y, const double *x, int64_t n);
 
 typedef struct {
     const char *name;
@@ -32,6 +60,19 @@ typedef struct {
     cattn_ukr_f64_t gemm_f64;
     cattn_dotn_f32_t dotn_f32;
     cattn_dotn_f64_t dotn_f64;
+    /* ---- rows: softmax, norms, activations, exp ---- */
+    cattn_smx_row_f32_t softmax_row_f32;
+    cattn_smx_row_f64_t softmax_row_f64;
+    cattn_smx_cols_f32_t softmax_cols_f32;
+    cattn_smx_cols_f64_t softmax_cols_f64;
+    cattn_ln_row_f32_t layer_norm_row_f32;
+    cattn_ln_row_f64_t layer_norm_row_f64;
+    cattn_rms_row_f32_t rms_norm_row_f32;
+    cattn_rms_row_f64_t rms_norm_row_f64;
+    cattn_act_f32_t act_f32;
+    cattn_act_f64_t act_f64;
+    cattn_vexp_f32_t exp_f32;
+    cattn_vexp_f64_t exp_f64;
 } cattn_dispatch_t;
 
 extern cattn_dispatch_t cattn_kt;
@@ -66,9 +107,63 @@ void cattn_pack_a_f64(double *dst, const double *A, int64_t rsa, int64_t csa,
 void cattn_pack_b_f64(double *dst, const double *B, int64_t rsb, int64_t csb,
                       int64_t kc, int64_t nc);
 
-/* activations in place over a contiguous row (act.c) */
+/* activations in place over a contiguous row (act.c): the GEMM epilogue;
+ * goes through the dispatch table (cattn_kt.act_*) */
 void cattn_act_row_f32(float *x, int64_t n, int act);
 void cattn_act_row_f64(double *x, int64_t n, int act);
+
+/* row kernels: portable (softmax.c, norm.c, act.c) */
+void cattn_softmax_row_ref_f32(float *y, const float *x, int64_t n, int logsm);
+void cattn_softmax_row_ref_f64(double *y, const double *x, int64_t n, int logsm);
+void cattn_softmax_cols_ref_f32(float *y, int64_t ys, const float *x, int64_t xs,
+                                int64_t n, int64_t w, int logsm);
+void cattn_softmax_cols_ref_f64(double *y, int64_t ys, const double *x, int64_t xs,
+                                int64_t n, int64_t w, int logsm);
+void cattn_layer_norm_row_ref_f32(float *y, const float *x, const float *w,
+                                  const float *b, int64_t n, double eps);
+void cattn_layer_norm_row_ref_f64(double *y, const double *x, const double *w,
+                                  const double *b, int64_t n, double eps);
+void cattn_rms_norm_row_ref_f32(float *y, const float *x, const float *w, int64_t n, double eps);
+void cattn_rms_norm_row_ref_f64(double *y, const double *x, const double *w, int64_t n, double eps);
+void cattn_act_ref_f32(float *y, const float *x, int64_t n, int act);
+void cattn_act_ref_f64(double *y, const double *x, int64_t n, int act);
+void cattn_exp_ref_f32(float *y, const float *x, int64_t n);
+void cattn_exp_ref_f64(double *y, const double *x, int64_t n);
+#ifdef CATTN_X86
+/* row kernels: AVX2/FMA (rows_avx2.c, act_avx2.c) */
+void cattn_softmax_row_avx2_f32(float *y, const float *x, int64_t n, int logsm);
+void cattn_softmax_row_avx2_f64(double *y, const double *x, int64_t n, int logsm);
+void cattn_softmax_cols_avx2_f32(float *y, int64_t ys, const float *x, int64_t xs,
+                                 int64_t n, int64_t w, int logsm);
+void cattn_softmax_cols_avx2_f64(double *y, int64_t ys, const double *x, int64_t xs,
+                                 int64_t n, int64_t w, int logsm);
+void cattn_layer_norm_row_avx2_f32(float *y, const float *x, const float *w,
+                                   const float *b, int64_t n, double eps);
+void cattn_layer_norm_row_avx2_f64(double *y, const double *x, const double *w,
+                                   const double *b, int64_t n, double eps);
+void cattn_rms_norm_row_avx2_f32(float *y, const float *x, const float *w, int64_t n, double eps);
+void cattn_rms_norm_row_avx2_f64(double *y, const double *x, const double *w, int64_t n, double eps);
+void cattn_act_avx2_f32(float *y, const float *x, int64_t n, int act);
+void cattn_act_avx2_f64(double *y, const double *x, int64_t n, int act);
+void cattn_exp_avx2_f32(float *y, const float *x, int64_t n);
+void cattn_exp_avx2_f64(double *y, const double *x, int64_t n);
+#endif
+
+/* Threads for an elementwise / row-wise pass over `elems` elements: 1 below
+ * CATTN_ROWS_MIN_PER_THREAD elements per thread (fork/join would dominate).
+ * The result never depends on it: rows and chunks are computed alone. */
+#define CATTN_ROWS_MIN_PER_THREAD 32768
+static inline int cattn_rows_threads(int64_t elems, int n_threads)
+{
+#ifdef _OPENMP
+    int64_t nt = elems / CATTN_ROWS_MIN_PER_THREAD;
+    if (nt > n_threads) nt = n_threads;
+    return nt < 1 ? 1 : (int)nt;
+#else
+    (void)elems; (void)n_threads;
+    return 1;
+#endif
+}
 
 /* scratch */
 void *cattn_aligned_alloc(size_t bytes);

@@ -7,6 +7,14 @@
  * 2^n applied as two exact powers 2^(n/2) 2^(n - n/2) so the result stays
  * normal up to FLT_MAX. Semantics as vexp.h: 0 below the underflow point,
  * +inf above overflow, NaN preserved.
+ *
+ * Measured error (against exp in double / long double, round-to-nearest):
+ *   cattn_exp256_ps: max 1.26 ulp over every float in [LO_F32, HI_F32]
+ *     (exhaustive sweep, 2.24e9 inputs; worst at x = -71.02959); every
+ *     result is 0 or normal (no denormal outputs).
+ *   cattn_exp256_pd: max 0.90 ulp over 1.6e8 random inputs (uniform on
+ *     [LO_F64, HI_F64] and log-uniform magnitudes 2^-50 .. 2^10).
+ * tests/test_vexp.py re-checks both on a dense sweep and the special values.
  */
 #ifndef CATTN_VEXP_AVX2_H
 #define CATTN_VEXP_AVX2_H

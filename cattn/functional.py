@@ -1,0 +1,263 @@
+"""cattn.functional — softmax, log_softmax, layer_norm, rms_norm, gelu, silu
+and relu: validate and describe the arrays here, compute in C
+(csrc/softmax.c, norm.c, act.c) with the GIL released.
+
+Conventions (as cattn.ops): float32 and float64 are computed natively and
+mixed inputs promote as NumPy does; any other dtype raises TypeError naming
+it; bad shapes raise ValueError naming them. Inputs are never copied unless
+the kernels cannot read them in place (unaligned data, or dims that cannot
+be described by one stride). ``out=`` must have the exact result shape and
+dtype; it may be the input array itself (same memory and strides: the op
+then runs in place) but must not overlap it or any other input otherwise.
+"""
+import math
+import operator
+
+import numpy as np
+
+from . import _ext
+from ._threads import get_num_threads
+from ._validate import as_float_array, check_out, collapse, estrides, readable, result_dtype
+
+try:  # NumPy >= 1.25
+    from numpy.exceptions import AxisError
+except ImportError:  # pragma: no cover
+    AxisError = np.AxisError
+
+__all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu", "relu"]
+
+_ACT_RELU, _ACT_GELU, _ACT_GELU_TANH, _ACT_SILU = 1, 2, 3, 4
+
+
+# ---------------------------------------------------------------- helpers
+
+def _same_view(a, b):
+    """True when a and b are the same elements in the same layout."""
+    return (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
+def _prepare_out(out, shape, dtype, op, x, others=(), order="C"):
+    """(out array, in_place): a new array, or the user's out checked (it may
+    be x itself; it must not overlap anything else)."""
+    if out is None:
+        return np.empty(shape, dtype=dtype, order=order), False
+    same = isinstance(out, np.ndarray) and _same_view(out, x)
+    inputs = tuple(a for a in others if a is not None)
+    check_out(out, shape, dtype, op, inputs if same else (x,) + inputs)
+    if any(s == 0 and n > 1 for n, s in zip(out.shape, out.strides)):
+        raise ValueError(f"{op}: out has a zero stride (overlapping elements); pass a writable "
+                         "array with distinct elements")
+    return out, same
+
+
+def _axis(axis, ndim, op):
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}") from None
+    if not -ndim <= axis < ndim:
+        raise AxisError(axis, ndim, msg_prefix=op)
+    return axis % ndim
+
+
+def _eps(eps, op):
+    try:
+        e = float(eps)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: eps must be a real number, got {type(eps).__name__}") from None
+    if not (math.isfinite(e) and e >= 0.0):
+        raise ValueError(f"{op}: eps must be finite and >= 0, got {eps!r}")
+    return e
+
+
+def _param(p, name, x, op):
+    """weight / bias: None or an array of shape (n,) for x of shape (..., n)."""
+    if p is None:
+        return None
+    p = as_float_array(p, name, op)
+    n = x.shape[-1]
+    if p.shape != (n,):
+        raise ValueError(f"{op}: {name} has shape {p.shape}, expected ({n},) to match the "
+                         f"last dim of x with shape {x.shape}")
+    return p
+
+
+def _rows(a):
+    """(rows, row stride) of `a` seen as (prod(shape[:-1]), shape[-1]) with unit
+    element stride, or None when that view is not expressible by one stride."""
+    if a.ndim == 0:
+        return 1, 1
+    st = estrides(a)
+    if a.shape[-1] > 1 and st[-1] != 1:
+        return None
+    rs = collapse(a.shape[:-1], st[:-1])
+    if rs is None:
+        return None
+    return int(np.prod(a.shape[:-1], dtype=np.int64)), rs
+
+
+def _row_views(X, out):
+    """Row descriptions of the input X and the output: (X, xdesc, Y, ydesc)
+    with X made contiguous and Y a temporary when they cannot be described."""
+    xd = _rows(X)
+    if xd is None:
+        X = np.ascontiguousarray(X)
+        xd = _rows(X)
+    Y, yd = out, _rows(out)
+    if yd is None:
+        Y = np.empty(out.shape, dtype=out.dtype)
+        yd = _rows(Y)
+    return X, xd, Y, yd
+
+
+# ---------------------------------------------------------------- softmax
+
+def _softmax(x, axis, out, log, op):
+    x = as_float_array(x, "x", op)
+    ax = _axis(axis, x.ndim, op)
+    dtype = x.dtype
+    out, _ = _prepare_out(out, x.shape, dtype, op, x)
+    if x.size == 0:
+        return out
+    shape = x.shape
+    outer = int(np.prod(shape[:ax], dtype=np.int64))
+    inner = int(np.prod(shape[ax + 1:], dtype=np.int64))
+
+    def view3(a):  # (outer, n, inner) element strides, or None
+        st = estrides(a)
+        so = collapse(a.shape[:ax], st[:ax])
+        si = collapse(a.shape[ax + 1:], st[ax + 1:])
+        return None if so is None or si is None else (so, st[ax], si)
+
+    X = readable(x, dtype)
+    xs = view3(X)
+    if xs is None:
+        X = np.ascontiguousarray(X)
+        xs = view3(X)
+    Y, ys = out, view3(out)
+    if ys is None:
+        Y = np.empty(shape, dtype=dtype)
+        ys = view3(Y)
+    _ext.softmax(Y, ys[0], ys[1], ys[2], X, xs[0], xs[1], xs[2],
+                 outer, shape[ax], inner, log, get_num_threads())
+    if Y is not out:
+        out[...] = Y
+    return out
+
+
+def softmax(x, axis=-1, *, out=None):
+    """exp(x - max) / sum(exp(x - max)) along `axis` (any axis, no transpose
+    copy), float32 / float64.
+
+    A slice of all -inf gives zeros; a NaN (or +inf) in a slice makes that
+    slice NaN and no other. `out` may be x itself (in place)."""
+    return _softmax(x, axis, out, False, "softmax")
+
+
+def log_softmax(x, axis=-1, *, out=None):
+    """(x - max) - log(sum(exp(x - max))) along `axis`; a slice of all -inf
+    gives -inf, a NaN makes its slice NaN. `out` may be x itself."""
+    return _softmax(x, axis, out, True, "log_softmax")
+
+
+# ---------------------------------------------------------------- norms
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis
+    (biased variance, as torch.nn.functional.layer_norm).
+
+    x: (..., n); weight, bias: (n,) or None. Two-pass mean and centered
+    variance (stable for rows with a large mean). `out` may be x itself."""
+    op = "layer_norm"
+    x = as_float_array(x, "x", op)
+    if x.ndim == 0:
+        raise ValueError(f"{op}: x must have at least 1 dimension, got shape {x.shape}")
+    weight = _param(weight, "weight", x, op)
+    bias = _param(bias, "bias", x, op)
+    eps = _eps(eps, op)
+    dtype = result_dtype(*[a for a in (x, weight, bias) if a is not None])
+    out, _ = _prepare_out(out, x.shape, dtype, op, x, (weight, bias))
+    if x.size == 0:
+        return out
+    w = None if weight is None else np.ascontiguousarray(weight, dtype=dtype)
+    b = None if bias is None else np.ascontiguousarray(bias, dtype=dtype)
+    X, (rows, xs), Y, (_, ys) = _row_views(readable(x, dtype), out)
+    _ext.layer_norm(Y, ys, X, xs, w, b, rows, x.shape[-1], eps, get_num_threads())
+    if Y is not out:
+        out[...] = Y
+    return out
+
+
+def rms_norm(x, weight=None, eps=1e-6, *, out=None):
+    """x / sqrt(mean(x**2) + eps) * weight over the last axis.
+
+    x: (..., n); weight: (n,) or None. `out` may be x itself."""
+    op = "rms_norm"
+    x = as_float_array(x, "x", op)
+    if x.ndim == 0:
+        raise ValueError(f"{op}: x must have at least 1 dimension, got shape {x.shape}")
+    weight = _param(weight, "weight", x, op)
+    eps = _eps(eps, op)
+    dtype = result_dtype(*[a for a in (x, weight) if a is not None])
+    out, _ = _prepare_out(out, x.shape, dtype, op, x, (weight,))
+    if x.size == 0:
+        return out
+    w = None if weight is None else np.ascontiguousarray(weight, dtype=dtype)
+    X, (rows, xs), Y, (_, ys) = _row_views(readable(x, dtype), out)
+    _ext.rms_norm(Y, ys, X, xs, w, rows, x.shape[-1], eps, get_num_threads())
+    if Y is not out:
+        out[...] = Y
+    return out
+
+
+# ---------------------------------------------------------------- activations
+
+def _elementwise(x, act, out, op):
+    x = as_float_array(x, "x", op)
+    dtype = x.dtype
+    fortran = x.ndim > 1 and x.flags.f_contiguous and not x.flags.c_contiguous
+    out, _ = _prepare_out(out, x.shape, dtype, op, x, order="F" if fortran else "C")
+    if x.size == 0:
+        return out
+    X = readable(x, dtype)
+    if X.flags.c_contiguous and out.flags.c_contiguous:      # one flat row
+        X2, Y2 = X.reshape(1, -1), out.reshape(1, -1)
+    elif X.flags.f_contiguous and out.flags.f_contiguous:
+        X2, Y2 = X.T.reshape(1, -1), out.T.reshape(1, -1)
+    else:
+        X2, Y2 = X.reshape(1, 1) if X.ndim == 0 else X, out
+    X2, (rows, xs), Y, (_, ys) = _row_views(X2, Y2)
+    n = X2.shape[-1] if X2.ndim else 1
+    _ext.activation(Y, ys, X2, xs, rows, n, act, get_num_threads())
+    if Y is not Y2:
+        Y2[...] = Y
+    return out
+
+
+def gelu(x, approximate="none", *, out=None):
+    """GELU: x * Phi(x) (approximate="none", erf form) or GPT-2's
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (approximate="tanh").
+
+    Elementwise, float32 / float64; float32 results are within ~0.5 ulp of
+    the exact function (computed in double internally). gelu(-inf) = -0,
+    gelu(inf) = inf, NaN stays NaN. `out` may be x itself."""
+    if approximate == "none":
+        act = _ACT_GELU
+    elif approximate == "tanh":
+        act = _ACT_GELU_TANH
+    else:
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _elementwise(x, act, out, "gelu")
+
+
+def silu(x, *, out=None):
+    """SiLU (swish): x * sigmoid(x), elementwise; silu(-inf) = -0.
+    `out` may be x itself."""
+    return _elementwise(x, _ACT_SILU, out, "silu")
+
+
+def relu(x, *, out=None):
+    """max(x, 0) elementwise (NaN stays NaN, -0.0 stays -0.0).
+    `out` may be x itself."""
+    return _elementwise(x, _ACT_RELU, out, "relu")

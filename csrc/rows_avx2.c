@@ -1,0 +1,474 @@
+/* rows_avx2.c — AVX2/FMA row kernels: softmax / log-softmax rows and
+ * column blocks, layer norm and RMS norm rows (float32 and float64).
+ * Compiled with -mavx2 -mfma only; cpu.c selects these at run time.
+ * Not here: the threaded drivers and the portable kernels (softmax.c,
+ * norm.c), whose comments state the numerics these kernels share.
+ *
+ * Layout of each kernel (ggml style): SIMD main loop, then a // tail that
+ * goes through the same vector code on a padded stack buffer (exp) or the
+ * same scalar IEEE operations (max, multiply, subtract, fma), so a value's
+ * result never depends on its position in the row. Reduction order is fixed
+ * by n alone (4 accumulators, then a fixed horizontal order).
+ */
+#include <math.h>
+#include <string.h>
+#include "kernels.h"
+#include "vexp_avx2.h"
+
+/* ---- horizontal reductions (fixed order) ---- */
+
+static inline float rows_hmax_ps(__m256 v)
+{
+    __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_max_ss(a, _mm_shuffle_ps(a, a, 1));
+    return _mm_cvtss_f32(a);
+}
+
+static inline float rows_hsum_ps(__m256 v)
+{
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_shuffle_ps(a, a, 1));
+    return _mm_cvtss_f32(a);
+}
+
+static inline double rows_hmax_pd(__m256d v)
+{
+    __m128d a = _mm_max_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    a = _mm_max_sd(a, _mm_unpackhi_pd(a, a));
+    return _mm_cvtsd_f64(a);
+}
+
+static inline double rows_hsum_pd(__m256d v)
+{
+    __m128d a = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    a = _mm_add_sd(a, _mm_unpackhi_pd(a, a));
+    return _mm_cvtsd_f64(a);
+}
+
+/* the 8 floats of v widened to two double vectors, summed into a, b */
+#define ROWS_ACC_PS_PD(v, a, b) do {                                             \
+    (a) = _mm256_add_pd((a), _mm256_cvtps_pd(_mm256_castps256_ps128(v)));        \
+    (b) = _mm256_add_pd((b), _mm256_cvtps_pd(_mm256_extractf128_ps((v), 1)));    \
+} while (0)
+
+/* ======================= softmax rows ======================= */
+
+/* max over the row (NaN ignored: max_ps(x, acc) keeps acc when x is NaN) */
+static inline float smx_max_f32(const float *x, int64_t n)
+{
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+        m2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), m2);
+        m3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), m3);
+    }
+    for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    float m = rows_hmax_ps(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;                 /* tail */
+    return m;
+}
+
+/* s = sum exp(x - m); y = exp(x - m) too when y != NULL */
+static inline float smx_sumexp_f32(float *y, const float *x, int64_t n, float m)
+{
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 e0 = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        __m256 e1 = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
+        __m256 e2 = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 16), vm));
+        __m256 e3 = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 24), vm));
+        if (y) {
+            _mm256_storeu_ps(y + i, e0);
+            _mm256_storeu_ps(y + i + 8, e1);
+            _mm256_storeu_ps(y + i + 16, e2);
+            _mm256_storeu_ps(y + i + 24, e3);
+        }
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+        s2 = _mm256_add_ps(s2, e2);
+        s3 = _mm256_add_ps(s3, e3);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        if (y) _mm256_storeu_ps(y + i, e);
+        s0 = _mm256_add_ps(s0, e);
+    }
+    if (i < n) {                                                /* tail: -inf pads give 0 */
+        float buf[8] __attribute__((aligned(32)));
+        const int64_t r = n - i;
+        for (int k = 0; k < 8; k++) buf[k] = k < r ? x[i + k] : -INFINITY;
+        __m256 e = cattn_exp256_ps(_mm256_sub_ps(_mm256_load_ps(buf), vm));
+        if (y) { _mm256_store_ps(buf, e); memcpy(y + i, buf, sizeof(float) * (size_t)r); }
+        s0 = _mm256_add_ps(s0, e);
+    }
+    return rows_hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+}
+
+void cattn_softmax_row_avx2_f32(float *y, const float *x, int64_t n, int logsm)
+{
+    float m = smx_max_f32(x, n);
+    if (m == -INFINITY) m = 0.0f;
+    const int64_t n8 = n & ~(int64_t)7;
+    int64_t i;
+    if (!logsm) {
+        const float s = smx_sumexp_f32(y, x, n, m);
+        const float inv = s == 0.0f ? 0.0f : 1.0f / s;
+        const __m256 vinv = _mm256_set1_ps(inv);
+        for (i = 0; i < n8; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vinv));
+        for (; i < n; i++) y[i] *= inv;                         /* tail */
+    } else {
+        const float s = smx_sumexp_f32(NULL, x, n, m);
+        const float lse = s == 0.0f ? 0.0f : (float)log((double)s);
+        const __m256 vm = _mm256_set1_ps(m), vl = _mm256_set1_ps(lse);
+        for (i = 0; i < n8; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vl));
+        for (; i < n; i++) y[i] = (x[i] - m) - lse;            /* tail */
+    }
+}
+
+static inline double smx_max_f64(const double *x, int64_t n)
+{
+    __m256d m0 = _mm256_set1_pd(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        m0 = _mm256_max_pd(_mm256_loadu_pd(x + i), m0);
+        m1 = _mm256_max_pd(_mm256_loadu_pd(x + i + 4), m1);
+        m2 = _mm256_max_pd(_mm256_loadu_pd(x + i + 8), m2);
+        m3 = _mm256_max_pd(_mm256_loadu_pd(x + i + 12), m3);
+    }
+    for (; i + 4 <= n; i += 4) m0 = _mm256_max_pd(_mm256_loadu_pd(x + i), m0);
+    double m = rows_hmax_pd(_mm256_max_pd(_mm256_max_pd(m0, m1), _mm256_max_pd(m2, m3)));
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static inline double smx_sumexp_f64(double *y, const double *x, int64_t n, double m)
+{
+    const __m256d vm = _mm256_set1_pd(m);
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256d e0 = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i), vm));
+        __m256d e1 = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i + 4), vm));
+        __m256d e2 = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i + 8), vm));
+        __m256d e3 = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i + 12), vm));
+        if (y) {
+            _mm256_storeu_pd(y + i, e0);
+            _mm256_storeu_pd(y + i + 4, e1);
+            _mm256_storeu_pd(y + i + 8, e2);
+            _mm256_storeu_pd(y + i + 12, e3);
+        }
+        s0 = _mm256_add_pd(s0, e0);
+        s1 = _mm256_add_pd(s1, e1);
+        s2 = _mm256_add_pd(s2, e2);
+        s3 = _mm256_add_pd(s3, e3);
+    }
+    for (; i + 4 <= n; i += 4) {
+        __m256d e = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i), vm));
+        if (y) _mm256_storeu_pd(y + i, e);
+        s0 = _mm256_add_pd(s0, e);
+    }
+    if (i < n) {                                                /* tail */
+        double buf[4] __attribute__((aligned(32)));
+        const int64_t r = n - i;
+        for (int k = 0; k < 4; k++) buf[k] = k < r ? x[i + k] : -INFINITY;
+        __m256d e = cattn_exp256_pd(_mm256_sub_pd(_mm256_load_pd(buf), vm));
+        if (y) { _mm256_store_pd(buf, e); memcpy(y + i, buf, sizeof(double) * (size_t)r); }
+        s0 = _mm256_add_pd(s0, e);
+    }
+    return rows_hsum_pd(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+}
+
+void cattn_softmax_row_avx2_f64(double *y, const double *x, int64_t n, int logsm)
+{
+    double m = smx_max_f64(x, n);
+    if (m == -INFINITY) m = 0.0;
+    const int64_t n4 = n & ~(int64_t)3;
+    int64_t i;
+    if (!logsm) {
+        const double s = smx_sumexp_f64(y, x, n, m);
+        const double inv = s == 0.0 ? 0.0 : 1.0 / s;
+        const __m256d vinv = _mm256_set1_pd(inv);
+        for (i = 0; i < n4; i += 4) _mm256_storeu_pd(y + i, _mm256_mul_pd(_mm256_loadu_pd(y + i), vinv));
+        for (; i < n; i++) y[i] *= inv;
+    } else {
+        const double s = smx_sumexp_f64(NULL, x, n, m);
+        const double lse = s == 0.0 ? 0.0 : log(s);
+        const __m256d vm = _mm256_set1_pd(m), vl = _mm256_set1_pd(lse);
+        for (i = 0; i < n4; i += 4)
+            _mm256_storeu_pd(y + i, _mm256_sub_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i), vm), vl));
+        for (; i < n; i++) y[i] = (x[i] - m) - lse;
+    }
+}
+
+/* ======================= softmax column blocks =======================
+ * w <= COLS adjacent columns, element (i, j) at x[i*xs + j]. NV vectors of
+ * VL lanes cover the block; lanes past w are masked (maskload reads 0 there,
+ * maskstore leaves memory alone). Each pass walks the n rows once. */
+
+#define SMX_COLS_BODY(T, V, VL, NV, LOADM, STOREM, MAX, SUB, ADD, MUL, EXP,      \
+                      SET1, ZERO, CMPEQ, BLEND, DIV, STORE, LOAD, mask)          \
+    V m[NV], s[NV], f[NV];                                                       \
+    for (int v = 0; v < NV; v++) { m[v] = SET1((T)-INFINITY); s[v] = ZERO(); }   \
+    for (int64_t i = 0; i < n; i++)                                              \
+        for (int v = 0; v < NV; v++)                                             \
+            m[v] = MAX(LOADM(x + i * xs + v * VL, mask[v]), m[v]);               \
+    for (int v = 0; v < NV; v++)                                                 \
+        m[v] = BLEND(m[v], ZERO(), CMPEQ(m[v], SET1((T)-INFINITY)));             \
+    for (int64_t i = 0; i < n; i++)                                              \
+        for (int v = 0; v < NV; v++) {                                           \
+            V e = EXP(SUB(LOADM(x + i * xs + v * VL, mask[v]), m[v]));           \
+            if (!logsm) STOREM(y + i * ys + v * VL, mask[v], e);                   \
+            s[v] = ADD(s[v], e);                                                 \
+        }                                                                        \
+    for (int v = 0; v < NV; v++) {                                               \
+        const V zero_s = CMPEQ(s[v], ZERO());                                    \
+        if (!logsm) {                                                              \
+            f[v] = BLEND(DIV(SET1((T)1), s[v]), ZERO(), zero_s);                 \
+        } else {                                                                 \
+            T t[VL] __attribute__((aligned(32)));                                \
+            STORE(t, s[v]);                                                      \
+            for (int k = 0; k < VL; k++) t[k] = t[k] == 0 ? (T)0 : (T)log((double)t[k]); \
+            f[v] = LOAD(t);                                                      \
+        }                                                                        \
+    }                                                                            \
+    for (int64_t i = 0; i < n; i++)                                              \
+        for (int v = 0; v < NV; v++) {                                           \
+            if (logsm)                                                             \
+                STOREM(y + i * ys + v * VL, mask[v],                             \
+                       SUB(SUB(LOADM(x + i * xs + v * VL, mask[v]), m[v]), f[v])); \
+            else                                                                 \
+                STOREM(y + i * ys + v * VL, mask[v],                             \
+                       MUL(LOADM(y + i * ys + v * VL, mask[v]), f[v]));          \
+        }
+
+static inline __m256 smx_blend_ps(__m256 a, __m256 b, __m256 m) { return _mm256_blendv_ps(a, b, m); }
+static inline __m256 smx_cmpeq_ps(__m256 a, __m256 b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+static inline __m256d smx_blend_pd(__m256d a, __m256d b, __m256d m) { return _mm256_blendv_pd(a, b, m); }
+static inline __m256d smx_cmpeq_pd(__m256d a, __m256d b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
+/* full-width "masked" access: plain loads and stores */
+#define SMX_LOADU_PS(p, mk) _mm256_loadu_ps(p)
+#define SMX_STOREU_PS(p, mk, v) _mm256_storeu_ps((p), (v))
+#define SMX_LOADU_PD(p, mk) _mm256_loadu_pd(p)
+#define SMX_STOREU_PD(p, mk, v) _mm256_storeu_pd((p), (v))
+
+static void smx_cols_full_f32(float *y, int64_t ys, const float *x, int64_t xs,
+                              int64_t n, int logsm)
+{
+    const int mask[4] = {0, 0, 0, 0};                           /* unused */
+    SMX_COLS_BODY(float, __m256, 8, 4, SMX_LOADU_PS, SMX_STOREU_PS, _mm256_max_ps,
+                  _mm256_sub_ps, _mm256_add_ps, _mm256_mul_ps, cattn_exp256_ps,
+                  _mm256_set1_ps, _mm256_setzero_ps, smx_cmpeq_ps, smx_blend_ps,
+                  _mm256_div_ps, _mm256_store_ps, _mm256_load_ps, mask)
+    (void)mask;
+}
+
+static void smx_cols_edge_f32(float *y, int64_t ys, const float *x, int64_t xs,
+                              int64_t n, int64_t w, int logsm)
+{
+    __m256i mask[4];
+    for (int v = 0; v < 4; v++) {
+        int32_t lanes[8];
+        for (int k = 0; k < 8; k++) lanes[k] = v * 8 + k < w ? -1 : 0;
+        mask[v] = _mm256_loadu_si256((const __m256i *)lanes);
+    }
+    SMX_COLS_BODY(float, __m256, 8, 4, _mm256_maskload_ps, _mm256_maskstore_ps,
+                  _mm256_max_ps, _mm256_sub_ps, _mm256_add_ps, _mm256_mul_ps,
+                  cattn_exp256_ps, _mm256_set1_ps, _mm256_setzero_ps, smx_cmpeq_ps,
+                  smx_blend_ps, _mm256_div_ps, _mm256_store_ps, _mm256_load_ps, mask)
+}
+
+void cattn_softmax_cols_avx2_f32(float *y, int64_t ys, const float *x, int64_t xs,
+                                 int64_t n, int64_t w, int logsm)
+{
+    if (w == CATTN_SMX_COLS_F32) smx_cols_full_f32(y, ys, x, xs, n, logsm);
+    else smx_cols_edge_f32(y, ys, x, xs, n, w, logsm);
+}
+
+static void smx_cols_full_f64(double *y, int64_t ys, const double *x, int64_t xs,
+                              int64_t n, int logsm)
+{
+    const int mask[4] = {0, 0, 0, 0};
+    SMX_COLS_BODY(double, __m256d, 4, 4, SMX_LOADU_PD, SMX_STOREU_PD, _mm256_max_pd,
+                  _mm256_sub_pd, _mm256_add_pd, _mm256_mul_pd, cattn_exp256_pd,
+                  _mm256_set1_pd, _mm256_setzero_pd, smx_cmpeq_pd, smx_blend_pd,
+                  _mm256_div_pd, _mm256_store_pd, _mm256_load_pd, mask)
+    (void)mask;
+}
+
+static void smx_cols_edge_f64(double *y, int64_t ys, const double *x, int64_t xs,
+                              int64_t n, int64_t w, int logsm)
+{
+    __m256i mask[4];
+    for (int v = 0; v < 4; v++) {
+        int64_t lanes[4];
+        for (int k = 0; k < 4; k++) lanes[k] = v * 4 + k < w ? -1 : 0;
+        mask[v] = _mm256_loadu_si256((const __m256i *)lanes);
+    }
+    SMX_COLS_BODY(double, __m256d, 4, 4, _mm256_maskload_pd, _mm256_maskstore_pd,
+                  _mm256_max_pd, _mm256_sub_pd, _mm256_add_pd, _mm256_mul_pd,
+                  cattn_exp256_pd, _mm256_set1_pd, _mm256_setzero_pd, smx_cmpeq_pd,
+                  smx_blend_pd, _mm256_div_pd, _mm256_store_pd, _mm256_load_pd, mask)
+}
+
+void cattn_softmax_cols_avx2_f64(double *y, int64_t ys, const double *x, int64_t xs,
+                                 int64_t n, int64_t w, int logsm)
+{
+    if (w == CATTN_SMX_COLS_F64) smx_cols_full_f64(y, ys, x, xs, n, logsm);
+    else smx_cols_edge_f64(y, ys, x, xs, n, w, logsm);
+}
+
+/* ======================= layer norm / RMS norm rows ======================= */
+
+/* float32: sums in double; y = ((x - mu_hi) - mu_lo) * rstd * w + b, where
+ * mu_hi + mu_lo = mean to ~2^-48 relative and x - mu_hi is exact near the
+ * mean, so rows with a large mean keep their small deviations. */
+void cattn_layer_norm_row_avx2_f32(float *y, const float *x, const float *w,
+                                   const float *b, int64_t n, double eps)
+{
+    const int64_t n16 = n & ~(int64_t)15, n8 = n & ~(int64_t)7;
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i < n16; i += 16) {                                  /* pass 1: mean */
+        __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+        ROWS_ACC_PS_PD(v0, a0, a1);
+        ROWS_ACC_PS_PD(v1, a2, a3);
+    }
+    for (; i < n8; i += 8) { __m256 v = _mm256_loadu_ps(x + i); ROWS_ACC_PS_PD(v, a0, a1); }
+    double sum = rows_hsum_pd(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
+    for (; i < n; i++) sum += x[i];
+    const double mu = sum / (double)n;
+    const __m256d vmu = _mm256_set1_pd(mu);
+    a0 = a1 = a2 = a3 = _mm256_setzero_pd();
+    for (i = 0; i < n8; i += 8) {                               /* pass 2: variance */
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), vmu);
+        __m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), vmu);
+        a0 = _mm256_fmadd_pd(d0, d0, a0);
+        a1 = _mm256_fmadd_pd(d1, d1, a1);
+    }
+    double ss = rows_hsum_pd(_mm256_add_pd(a0, a1));
+    for (; i < n; i++) { const double d = x[i] - mu; ss += d * d; }
+    const double rstd = 1.0 / sqrt(ss / (double)n + eps);
+    const float mh = (float)mu, ml = (float)(mu - (double)mh), r = (float)rstd;
+    const __m256 vmh = _mm256_set1_ps(mh), vml = _mm256_set1_ps(ml), vr = _mm256_set1_ps(r);
+    for (i = 0; i < n8; i += 8) {                               /* pass 3: output */
+        __m256 t = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmh), vml), vr);
+        if (w && b) t = _mm256_fmadd_ps(t, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i));
+        else if (w) t = _mm256_mul_ps(t, _mm256_loadu_ps(w + i));
+        else if (b) t = _mm256_add_ps(t, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(y + i, t);
+    }
+    for (; i < n; i++) {                                        /* tail */
+        float t = ((x[i] - mh) - ml) * r;
+        if (w && b) t = fmaf(t, w[i], b[i]);
+        else if (w) t *= w[i];
+        else if (b) t += b[i];
+        y[i] = t;
+    }
+}
+
+/* float64: two-pass with the correction term c = mean(x - mu) */
+void cattn_layer_norm_row_avx2_f64(double *y, const double *x, const double *w,
+                                   const double *b, int64_t n, double eps)
+{
+    const int64_t n8 = n & ~(int64_t)7, n4 = n & ~(int64_t)3;
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0;
+    int64_t i = 0;
+    for (; i < n8; i += 8) {                                    /* pass 1: mean */
+        a0 = _mm256_add_pd(a0, _mm256_loadu_pd(x + i));
+        a1 = _mm256_add_pd(a1, _mm256_loadu_pd(x + i + 4));
+    }
+    for (; i < n4; i += 4) a0 = _mm256_add_pd(a0, _mm256_loadu_pd(x + i));
+    double sum = rows_hsum_pd(_mm256_add_pd(a0, a1));
+    for (; i < n; i++) sum += x[i];
+    const double mu = sum / (double)n;
+    const __m256d vmu = _mm256_set1_pd(mu);
+    __m256d c0 = _mm256_setzero_pd(), c1 = c0;
+    a0 = a1 = _mm256_setzero_pd();
+    for (i = 0; i < n8; i += 8) {                               /* pass 2: variance */
+        __m256d d0 = _mm256_sub_pd(_mm256_loadu_pd(x + i), vmu);
+        __m256d d1 = _mm256_sub_pd(_mm256_loadu_pd(x + i + 4), vmu);
+        c0 = _mm256_add_pd(c0, d0);
+        c1 = _mm256_add_pd(c1, d1);
+        a0 = _mm256_fmadd_pd(d0, d0, a0);
+        a1 = _mm256_fmadd_pd(d1, d1, a1);
+    }
+    for (; i < n4; i += 4) {
+        __m256d d = _mm256_sub_pd(_mm256_loadu_pd(x + i), vmu);
+        c0 = _mm256_add_pd(c0, d);
+        a0 = _mm256_fmadd_pd(d, d, a0);
+    }
+    double s1 = rows_hsum_pd(_mm256_add_pd(c0, c1)), ss = rows_hsum_pd(_mm256_add_pd(a0, a1));
+    for (; i < n; i++) { const double d = x[i] - mu; s1 += d; ss += d * d; }
+    const double c = s1 / (double)n, var = (ss - s1 * c) / (double)n;
+    const double rstd = 1.0 / sqrt((var > 0 ? var : 0) + eps);
+    const __m256d vc = _mm256_set1_pd(c), vr = _mm256_set1_pd(rstd);
+    for (i = 0; i < n4; i += 4) {                               /* pass 3: output */
+        __m256d t = _mm256_mul_pd(_mm256_sub_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i), vmu), vc), vr);
+        if (w && b) t = _mm256_fmadd_pd(t, _mm256_loadu_pd(w + i), _mm256_loadu_pd(b + i));
+        else if (w) t = _mm256_mul_pd(t, _mm256_loadu_pd(w + i));
+        else if (b) t = _mm256_add_pd(t, _mm256_loadu_pd(b + i));
+        _mm256_storeu_pd(y + i, t);
+    }
+    for (; i < n; i++) {
+        double t = ((x[i] - mu) - c) * rstd;
+        if (w && b) t = fma(t, w[i], b[i]);
+        else if (w) t *= w[i];
+        else if (b) t += b[i];
+        y[i] = t;
+    }
+}
+
+void cattn_rms_norm_row_avx2_f32(float *y, const float *x, const float *w, int64_t n, double eps)
+{
+    const int64_t n8 = n & ~(int64_t)7;
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0;
+    int64_t i = 0;
+    for (; i < n8; i += 8) {                                    /* pass 1: mean square */
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+        __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        a0 = _mm256_fmadd_pd(d0, d0, a0);
+        a1 = _mm256_fmadd_pd(d1, d1, a1);
+    }
+    double ss = rows_hsum_pd(_mm256_add_pd(a0, a1));
+    for (; i < n; i++) ss += (double)x[i] * x[i];
+    const float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+    const __m256 vr = _mm256_set1_ps(r);
+    for (i = 0; i < n8; i += 8) {                               /* pass 2: output */
+        __m256 t = _mm256_mul_ps(_mm256_loadu_ps(x + i), vr);
+        if (w) t = _mm256_mul_ps(t, _mm256_loadu_ps(w + i));
+        _mm256_storeu_ps(y + i, t);
+    }
+    for (; i < n; i++) y[i] = w ? (x[i] * r) * w[i] : x[i] * r;
+}
+
+void cattn_rms_norm_row_avx2_f64(double *y, const double *x, const double *w, int64_t n, double eps)
+{
+    const int64_t n8 = n & ~(int64_t)7, n4 = n & ~(int64_t)3;
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0;
+    int64_t i = 0;
+    for (; i < n8; i += 8) {
+        __m256d v0 = _mm256_loadu_pd(x + i), v1 = _mm256_loadu_pd(x + i + 4);
+        a0 = _mm256_fmadd_pd(v0, v0, a0);
+        a1 = _mm256_fmadd_pd(v1, v1, a1);
+    }
+    for (; i < n4; i += 4) { __m256d v = _mm256_loadu_pd(x + i); a0 = _mm256_fmadd_pd(v, v, a0); }
+    double ss = rows_hsum_pd(_mm256_add_pd(a0, a1));
+    for (; i < n; i++) ss += x[i] * x[i];
+    const double r = 1.0 / sqrt(ss / (double)n + eps);
+    const __m256d vr = _mm256_set1_pd(r);
+    for (i = 0; i < n4; i += 4) {
+        __m256d t = _mm256_mul_pd(_mm256_loadu_pd(x + i), vr);
+        if (w) t = _mm256_mul_pd(t, _mm256_loadu_pd(w + i));
+        _mm256_storeu_pd(y + i, t);
+    }
+    for (; i < n; i++) y[i] = w ? (x[i] * r) * w[i] : x[i] * r;
+}
