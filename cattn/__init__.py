@@ -11,6 +11,7 @@ from .attention import KVCache, attention_weights, scaled_dot_product_attention
 from .functional import softmax, log_softmax, layer_norm, rms_norm, gelu, silu, relu
 from ._config import show_config
 from .plot import plot_attention
+from . import nn
 
 __all__ = [
     "matmul", "linear",

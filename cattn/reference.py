@@ -152,3 +152,138 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=Fa
         used = (a != 0).any(axis=0)
         out[idx] = a[:, used] @ vv[used]
     return out
+
+
+# ----------------------------------------------------------------------------
+# Transformer layers: the oracle of cattn.nn, from "Attention Is All You Need"
+# (section 3), one head at a time, in float64. Parameters come from a state
+# dict with torch's names and layout (y = x W^T + b); `prefix` selects a
+# sub-module ("layers.0.self_attn."). Activations are batch-first:
+# query (B, L, E), key (B, S, kdim), value (B, S, vdim). Masks follow
+# torch.nn.MultiheadAttention: key_padding_mask (B, S) and attn_mask (L, S)
+# or (B*H, L, S), bool True = not allowed, float added to the scores;
+# is_causal: query i sees keys 0..i. A query with no allowed key gets zeros.
+
+
+def _param(sd, name):
+    v = sd.get(name)
+    return None if v is None else _f64(v)
+
+
+def _additive_mask(m):
+    m = np.asarray(m)
+    return np.where(m, -np.inf, 0.0) if m.dtype == np.bool_ else _f64(m)
+
+
+def multihead_attention(sd, query, key, value, num_heads, key_padding_mask=None,
+                        attn_mask=None, is_causal=False, prefix=""):
+    """MultiHead(Q, K, V) = Concat(head_1..head_H) W^O,
+    head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k) + mask) V W_i^V.
+    Returns (out (B, L, E), weights (B, H, L, S))."""
+    q, k, v = _f64(query), _f64(key), _f64(value)
+    B, L, E = q.shape
+    S = k.shape[1]
+    H = num_heads
+    D = E // H
+    W = _param(sd, prefix + "in_proj_weight")
+    if W is not None:
+        Wq, Wk, Wv = W[:E], W[E:2 * E], W[2 * E:]
+    else:
+        Wq, Wk, Wv = (_param(sd, prefix + n + "_proj_weight") for n in "qkv")
+    b = _param(sd, prefix + "in_proj_bias")
+    b = np.zeros(3 * E) if b is None else b
+    add = np.zeros((B, H, L, S))
+    if is_causal:
+        add = add + np.where(causal_mask(L, S), 0.0, -np.inf)
+    elif attn_mask is not None:
+        m = _additive_mask(attn_mask)
+        add = add + (m.reshape(B, H, L, S) if m.ndim == 3 else m)
+    if key_padding_mask is not None:
+        add = add + _additive_mask(key_padding_mask)[:, None, None, :]
+    A = np.zeros((B, H, L, S))
+    heads = []
+    for i in range(H):
+        rows = slice(i * D, (i + 1) * D)
+        Qi = q @ Wq[rows].T + b[rows]                       # Q W_i^Q   (B, L, D)
+        Ki = k @ Wk[rows].T + b[E:][rows]                   # K W_i^K   (B, S, D)
+        Vi = v @ Wv[rows].T + b[2 * E:][rows]               # V W_i^V   (B, S, D)
+        A[:, i] = softmax(Qi @ Ki.transpose(0, 2, 1) / math.sqrt(D) + add[:, i])
+        heads.append(A[:, i] @ Vi)
+    out = linear(np.concatenate(heads, axis=-1), sd[prefix + "out_proj.weight"],
+                 sd.get(prefix + "out_proj.bias"))
+    return out, A
+
+
+def _norm(sd, prefix, name, x, eps):
+    return layer_norm(x, _param(sd, prefix + name + ".weight"),
+                      _param(sd, prefix + name + ".bias"), eps)
+
+
+def _feed_forward(sd, prefix, x, activation):
+    """FFN(x) = act(x W_1 + b_1) W_2 + b_2."""
+    h = linear(x, sd[prefix + "linear1.weight"], sd.get(prefix + "linear1.bias"), activation)
+    return linear(h, sd[prefix + "linear2.weight"], sd.get(prefix + "linear2.bias"))
+
+
+def transformer_encoder_layer(sd, src, nhead, activation="relu", layer_norm_eps=1e-5,
+                              norm_first=False, src_mask=None, src_key_padding_mask=None,
+                              is_causal=False, prefix=""):
+    """Post-LN (the paper): x = LN(x + SA(x)); x = LN(x + FFN(x)).
+    Pre-LN (norm_first):   x = x + SA(LN(x)); x = x + FFN(LN(x))."""
+    x = _f64(src)
+
+    def sa(h):
+        return multihead_attention(sd, h, h, h, nhead, src_key_padding_mask, src_mask,
+                                   is_causal, prefix + "self_attn.")[0]
+
+    if norm_first:
+        x = x + sa(_norm(sd, prefix, "norm1", x, layer_norm_eps))
+        return x + _feed_forward(sd, prefix, _norm(sd, prefix, "norm2", x, layer_norm_eps),
+                                 activation)
+    x = _norm(sd, prefix, "norm1", x + sa(x), layer_norm_eps)
+    return _norm(sd, prefix, "norm2", x + _feed_forward(sd, prefix, x, activation),
+                 layer_norm_eps)
+
+
+def transformer_decoder_layer(sd, tgt, memory, nhead, activation="relu", layer_norm_eps=1e-5,
+                              norm_first=False, tgt_mask=None, memory_mask=None,
+                              tgt_key_padding_mask=None, memory_key_padding_mask=None,
+                              tgt_is_causal=False, memory_is_causal=False, prefix=""):
+    """Masked self-attention, attention over the encoder output `memory`, FFN;
+    each a residual block, post-LN or pre-LN."""
+    x, mem = _f64(tgt), _f64(memory)
+
+    def sa(h):
+        return multihead_attention(sd, h, h, h, nhead, tgt_key_padding_mask, tgt_mask,
+                                   tgt_is_causal, prefix + "self_attn.")[0]
+
+    def ca(h):
+        return multihead_attention(sd, h, mem, mem, nhead, memory_key_padding_mask,
+                                   memory_mask, memory_is_causal, prefix + "multihead_attn.")[0]
+
+    eps = layer_norm_eps
+    if norm_first:
+        x = x + sa(_norm(sd, prefix, "norm1", x, eps))
+        x = x + ca(_norm(sd, prefix, "norm2", x, eps))
+        return x + _feed_forward(sd, prefix, _norm(sd, prefix, "norm3", x, eps), activation)
+    x = _norm(sd, prefix, "norm1", x + sa(x), eps)
+    x = _norm(sd, prefix, "norm2", x + ca(x), eps)
+    return _norm(sd, prefix, "norm3", x + _feed_forward(sd, prefix, x, activation), eps)
+
+
+def transformer_encoder(sd, src, nhead, num_layers, layer_norm_eps=1e-5, **layer_kw):
+    """num_layers encoder layers ("layers.{i}."), then "norm." if sd has it."""
+    x = _f64(src)
+    for i in range(num_layers):
+        x = transformer_encoder_layer(sd, x, nhead, layer_norm_eps=layer_norm_eps,
+                                      prefix=f"layers.{i}.", **layer_kw)
+    return _norm(sd, "", "norm", x, layer_norm_eps) if "norm.weight" in sd else x
+
+
+def transformer_decoder(sd, tgt, memory, nhead, num_layers, layer_norm_eps=1e-5, **layer_kw):
+    """num_layers decoder layers ("layers.{i}."), then "norm." if sd has it."""
+    x = _f64(tgt)
+    for i in range(num_layers):
+        x = transformer_decoder_layer(sd, x, memory, nhead, layer_norm_eps=layer_norm_eps,
+                                      prefix=f"layers.{i}.", **layer_kw)
+    return _norm(sd, "", "norm", x, layer_norm_eps) if "norm.weight" in sd else x

@@ -1,0 +1,918 @@
+"""cattn.nn — the Transformer of "Attention Is All You Need", in Python over
+cattn's kernels.
+
+What this file is: small layer classes with torch's constructor arguments,
+parameter names and forward signatures, holding NumPy arrays; every product
+goes through cattn.linear / cattn.matmul, attention through the fused
+cattn.scaled_dot_product_attention, normalisation through cattn.layer_norm.
+No forward path calls numpy.matmul, numpy.exp or a NumPy softmax on hot
+data; NumPy does only views, residual adds and mask bookkeeping.
+
+What it is not: a training library. There is no autograd; `dropout`
+arguments are accepted for torch compatibility and ignored, i.e. every module
+behaves as a torch module in eval() mode.
+
+Reading order: Module (parameters, state_dict) -> Linear, LayerNorm ->
+MultiheadAttention -> TransformerEncoderLayer, TransformerDecoderLayer ->
+TransformerEncoder, TransformerDecoder -> PositionalEncoding,
+RotaryEmbedding -> DecoderOnly (GPT-style stack with per-layer KV caches).
+
+Shape legend (batch_first=True, the default here; torch defaults to False):
+    B batch, L target (query) length, S source (key) length,
+    E embed dim (d_model), H heads, D = E // H head dim, F feed-forward dim.
+Activations are (B, L, E); with batch_first=False they are (L, B, E), as in
+torch. Unbatched (L, E) inputs are accepted by MultiheadAttention.
+
+Documented departures from torch:
+- batch_first=True and need_weights=False by default.
+- is_causal=True works without an attn_mask (torch requires the mask as a
+  "hint"); when a mask is also given, it is taken as the causal mask it
+  claims to be and not read (torch's own fast path does the same).
+- A query row whose keys are all masked out gives zeros (output and
+  weights); torch gives NaN on some paths.
+- activation must be one of "relu", "gelu", "gelu_tanh", "silu" (a string:
+  it is fused into the GEMM epilogue), not an arbitrary callable.
+- Inputs must have the module's dtype (float32 by default): a float64 array
+  into a float32 module raises TypeError, as torch does.
+- load_state_dict casts floating-point arrays of another precision to the
+  module's dtype (torch's copy_ semantics), after checking that no finite
+  value overflows; non-float arrays raise TypeError.
+"""
+import copy
+import math
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from .attention import KVCache, attention_weights, scaled_dot_product_attention
+from .functional import layer_norm
+from .ops import linear, matmul
+
+__all__ = [
+    "Module", "ModuleList", "Linear", "LayerNorm", "MultiheadAttention",
+    "TransformerEncoderLayer", "TransformerDecoderLayer",
+    "TransformerEncoder", "TransformerDecoder",
+    "PositionalEncoding", "RotaryEmbedding", "DecoderOnly",
+    "generate_square_subsequent_mask",
+]
+
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class StateDictKeyError(KeyError):
+    """Missing or unexpected keys in load_state_dict (message printed as is)."""
+
+    def __str__(self):
+        return str(self.args[0])
+
+
+# ----------------------------------------------------------------------------
+# helpers
+
+
+def _rng(seed):
+    """np.random.Generator from None, an int, or a Generator (used as is)."""
+    return np.random.default_rng(seed)
+
+
+def _module_dtype(dtype, owner):
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{owner}: dtype {dtype!r} is not a NumPy dtype") from None
+    if dt not in _FLOATS:
+        raise TypeError(f"{owner}: dtype {dt} not supported; use float32 or float64")
+    return dt
+
+
+def _positive_int(n, name, owner):
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"{owner}: {name} must be a positive int, got {n!r}")
+    return int(n)
+
+
+def _check_dropout(p, owner):
+    if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.floating)):
+        raise TypeError(f"{owner}: dropout must be a float in [0, 1) (torch's positional order "
+                        f"is (..., dropout, bias, ...): pass bias= by keyword), got {p!r}")
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{owner}: dropout must be in [0, 1), got {p}")
+    return float(p)
+
+
+def _check_activation(activation, owner):
+    if isinstance(activation, str) and activation in ACTIVATIONS:
+        return activation
+    if callable(activation):
+        raise TypeError(f"{owner}: activation must be a string, one of {ACTIVATIONS} (cattn fuses "
+                        f"it into the GEMM epilogue); got the callable {activation!r}")
+    raise ValueError(f"{owner}: unknown activation {activation!r}; expected one of {ACTIVATIONS}")
+
+
+def _xavier_uniform(rng, shape, dtype):
+    """torch.nn.init.xavier_uniform_ for a 2-D (fan_out, fan_in) weight."""
+    bound = math.sqrt(6.0 / (shape[0] + shape[1]))
+    return rng.uniform(-bound, bound, size=shape).astype(dtype)
+
+
+def _linear_uniform(rng, shape, fan_in, dtype):
+    """torch nn.Linear's default: kaiming_uniform_(a=sqrt(5)) for the weight and
+    uniform(+-1/sqrt(fan_in)) for the bias both reduce to this bound."""
+    bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+    return rng.uniform(-bound, bound, size=shape).astype(dtype)
+
+
+def _as_input(x, name, dtype, owner):
+    """x as an ndarray of the module's dtype (TypeError otherwise, no copy)."""
+    if not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    if x.dtype != dtype:
+        raise TypeError(
+            f"{owner}: {name} has dtype {x.dtype} but the module's parameters are {dtype}; "
+            f"cast the input (x.astype(np.{dtype.name})) or build the module with dtype=np.{x.dtype.name}"
+            if x.dtype in _FLOATS else
+            f"{owner}: {name} has dtype {x.dtype}; only float32 and float64 are supported")
+    return x
+
+
+def _split_heads(y, n, heads, batch_first):
+    """Projected activations y (B, L, n*E) — or (L, B, n*E) if not batch_first —
+    as n views (B, H, L, D), one per projection (q, k, v). No copy."""
+    if not batch_first:
+        y = y.swapaxes(0, 1)
+    B, L, nE = y.shape
+    D = nE // (n * heads)
+    v = y.reshape(B, L, n, heads, D).transpose(2, 0, 3, 1, 4)
+    return [v[i] for i in range(n)]
+
+
+def generate_square_subsequent_mask(sz, dtype=np.float32):
+    """torch's causal float mask (sz, sz): 0 on and below the diagonal, -inf above."""
+    m = np.zeros((sz, sz), dtype=dtype)
+    m[np.triu_indices(sz, 1)] = -np.inf
+    return m
+
+
+def _is_causal_mask(mask, L):
+    """True when mask is torch's causal mask of size L (bool: True above the
+    diagonal; float: -inf above, 0 elsewhere) — torch's _detect_is_causal_mask."""
+    if mask is None:
+        return False
+    m = np.asarray(mask)
+    if m.shape != (L, L):
+        return False
+    upper = np.triu(np.ones((L, L), dtype=bool), 1)
+    if m.dtype == np.bool_:
+        return bool(np.array_equal(m, upper))
+    if m.dtype.kind == "f":
+        return bool(np.all(np.where(upper, np.isneginf(m), m == 0)))
+    return False
+
+
+# ----------------------------------------------------------------------------
+# Module: parameters, sub-modules, state_dict
+
+
+class Module:
+    """Base class: named NumPy parameters and sub-modules with torch's dotted
+    names (`self_attn.out_proj.weight`). Modules are callable (forward)."""
+
+    def __init__(self):
+        self.__dict__["_parameters"] = OrderedDict()
+        self.__dict__["_modules"] = OrderedDict()
+
+    def register_parameter(self, name, value):
+        """Add a parameter (an ndarray, or None for an absent bias)."""
+        self._parameters[name] = value
+
+    def __getattr__(self, name):  # only reached when normal lookup fails
+        d = self.__dict__
+        if name in d.get("_parameters", ()):
+            return d["_parameters"][name]
+        if name in d.get("_modules", ()):
+            return d["_modules"][name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        params = self.__dict__.get("_parameters")
+        if isinstance(value, Module):
+            self._modules[name] = value
+        elif params is not None and name in params:
+            old = params[name]
+            if old is None or value is None:
+                params[name] = value
+            else:
+                params[name] = _coerce_param(name, value, old.shape, old.dtype)
+        else:
+            object.__setattr__(self, name, value)
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def children(self):
+        return iter(self._modules.values())
+
+    def named_parameters(self, prefix=""):
+        """(dotted name, array) for every parameter that is not None, in
+        registration order, sub-modules depth first (torch's order)."""
+        for name, p in self._parameters.items():
+            if p is not None:
+                yield prefix + name, p
+        for name, m in self._modules.items():
+            yield from m.named_parameters(prefix + name + ".")
+
+    def parameters(self):
+        return [p for _, p in self.named_parameters()]
+
+    def state_dict(self):
+        """OrderedDict of torch's names -> parameter arrays. The arrays are the
+        module's own (as torch's tensors are): copy them for a snapshot."""
+        return OrderedDict(self.named_parameters())
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy arrays into the parameters, by torch's names and shapes.
+
+        Validates everything before writing anything: with strict=True a
+        missing or unexpected key raises StateDictKeyError (a KeyError)
+        listing them; a wrong shape raises ValueError; a non-float array
+        raises TypeError; a float array of another precision is cast to the
+        module's dtype (ValueError if a finite value overflows). Accepts
+        anything np.asarray understands, e.g. CPU torch tensors.
+        Returns (missing_keys, unexpected_keys)."""
+        own = OrderedDict(self.named_parameters())
+        given = dict(state_dict)
+        missing = [k for k in own if k not in given]
+        unexpected = [k for k in given if k not in own]
+        if strict and (missing or unexpected):
+            msg = [f"Error(s) in loading state_dict for {type(self).__name__}:"]
+            if missing:
+                msg.append("missing key(s): " + ", ".join(missing))
+            if unexpected:
+                msg.append("unexpected key(s): " + ", ".join(unexpected))
+            raise StateDictKeyError("\n  ".join(msg))
+        staged = [(own[k], _coerce_param(k, given[k], own[k].shape, own[k].dtype))
+                  for k in own if k in given]
+        for dst, src in staged:
+            dst[...] = src
+        return IncompatibleKeys(missing, unexpected)
+
+    def eval(self):
+        """No-op (cattn modules are always in inference mode); returns self."""
+        return self
+
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = [f"  ({n}): " + repr(m).replace("\n", "\n  ") for n, m in self._modules.items()]
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        return head + ("\n" + "\n".join(lines) + "\n)" if lines else ")")
+
+
+def _coerce_param(name, value, shape, dtype):
+    """value as an array of `shape` and `dtype`, or a clear error."""
+    try:
+        arr = np.asarray(value)
+    except Exception as e:  # e.g. a bfloat16 torch tensor
+        raise TypeError(f"parameter {name!r}: cannot convert {type(value).__name__} "
+                        f"to a NumPy array ({e})") from None
+    if arr.dtype.kind != "f":
+        raise TypeError(f"parameter {name!r} has dtype {arr.dtype}; expected a floating-point "
+                        f"array (the module is {dtype})")
+    if arr.shape != tuple(shape):
+        raise ValueError(f"parameter {name!r} has shape {arr.shape}, expected {tuple(shape)}")
+    if arr.dtype != dtype:
+        with np.errstate(over="ignore"):
+            cast = arr.astype(dtype)
+        if np.any(np.isfinite(arr) & ~np.isfinite(cast)):
+            raise ValueError(f"parameter {name!r}: values overflow when cast from {arr.dtype} "
+                             f"to the module's dtype {dtype}")
+        arr = cast
+    return arr
+
+
+class ModuleList(Module):
+    """Sub-modules named "0", "1", ... (torch's `layers.0.`...)."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        for i, m in enumerate(modules):
+            self._modules[str(i)] = m
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+# ----------------------------------------------------------------------------
+# Linear, LayerNorm
+
+
+class Linear(Module):
+    """y = x W^T + b, W (out_features, in_features) as in torch, initialised as
+    torch's nn.Linear (uniform +-1/sqrt(in_features)). forward(x, activation)
+    fuses bias and activation into the GEMM epilogue."""
+
+    def __init__(self, in_features, out_features, bias=True, *, dtype=np.float32, seed=None):
+        super().__init__()
+        dtype = _module_dtype(dtype, "Linear")
+        rng = _rng(seed)
+        self.in_features, self.out_features = in_features, out_features
+        self.register_parameter(
+            "weight", _linear_uniform(rng, (out_features, in_features), in_features, dtype))
+        self.register_parameter(
+            "bias", _linear_uniform(rng, (out_features,), in_features, dtype) if bias else None)
+
+    def forward(self, x, activation=None, *, out=None):
+        return linear(x, self.weight, self.bias, activation=activation, out=out)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class LayerNorm(Module):
+    """Layer normalisation over the last axis (cattn.layer_norm); weight ones,
+    bias zeros, as torch's nn.LayerNorm(normalized_shape, eps, bias=...)."""
+
+    def __init__(self, normalized_shape, eps=1e-5, bias=True, *, dtype=np.float32):
+        super().__init__()
+        dtype = _module_dtype(dtype, "LayerNorm")
+        n = normalized_shape
+        if isinstance(n, (tuple, list)):
+            if len(n) != 1:
+                raise ValueError(f"LayerNorm: only a last-axis normalized_shape is supported, got {n}")
+            n = n[0]
+        self.normalized_shape = (_positive_int(n, "normalized_shape", "LayerNorm"),)
+        self.eps = float(eps)
+        self.register_parameter("weight", np.ones(self.normalized_shape, dtype))
+        self.register_parameter("bias", np.zeros(self.normalized_shape, dtype) if bias else None)
+
+    def forward(self, x):
+        return layer_norm(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+# ----------------------------------------------------------------------------
+# Multi-head attention
+
+
+class MultiheadAttention(Module):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_H) W^O,
+    head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(D)) V W_i^V   (paper, section 3.2).
+
+    Parameters (torch's names and shapes): in_proj_weight (3E, E) — rows
+    [W^Q; W^K; W^V], torch's y = x W^T convention — and in_proj_bias (3E,);
+    when kdim or vdim differ from E, q_proj_weight (E, E), k_proj_weight
+    (E, kdim), v_proj_weight (E, vdim) instead; out_proj.weight (E, E),
+    out_proj.bias (E,). Initialised as torch: xavier-uniform projections,
+    zero biases, out_proj.weight like nn.Linear; reproducible from `seed`.
+
+    Constructor order is torch's (embed_dim, num_heads, dropout, bias); the
+    rest is keyword-only. dropout is ignored (inference). batch_first=True by
+    default (torch: False).
+    """
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, *, kdim=None, vdim=None,
+                 batch_first=True, dtype=np.float32, seed=None):
+        super().__init__()
+        owner = "MultiheadAttention"
+        E = _positive_int(embed_dim, "embed_dim", owner)
+        H = _positive_int(num_heads, "num_heads", owner)
+        if E % H:
+            raise ValueError(f"{owner}: embed_dim={E} is not divisible by num_heads={H}")
+        self.dtype = dtype = _module_dtype(dtype, owner)
+        self.embed_dim, self.num_heads, self.head_dim = E, H, E // H
+        self.kdim = E if kdim is None else _positive_int(kdim, "kdim", owner)
+        self.vdim = E if vdim is None else _positive_int(vdim, "vdim", owner)
+        self._qkv_same_embed_dim = self.kdim == E and self.vdim == E
+        self.dropout = _check_dropout(dropout, owner)
+        self.batch_first = bool(batch_first)
+        self.rotary = None  # optional RotaryEmbedding applied to q and k (DecoderOnly)
+        rng = _rng(seed)
+        if self._qkv_same_embed_dim:
+            self.register_parameter("in_proj_weight", _xavier_uniform(rng, (3 * E, E), dtype))
+        else:
+            self.register_parameter("q_proj_weight", _xavier_uniform(rng, (E, E), dtype))
+            self.register_parameter("k_proj_weight", _xavier_uniform(rng, (E, self.kdim), dtype))
+            self.register_parameter("v_proj_weight", _xavier_uniform(rng, (E, self.vdim), dtype))
+        self.register_parameter("in_proj_bias", np.zeros(3 * E, dtype) if bias else None)
+        self.out_proj = Linear(E, E, bias, dtype=dtype, seed=rng)
+        if bias:
+            self.out_proj.bias[...] = 0
+
+    def extra_repr(self):
+        return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+                f"batch_first={self.batch_first}")
+
+    # -- projections: Q, K, V as (B, H, L|S, D) views of the GEMM outputs
+    def _project(self, q_in, k_in, v_in, shared_qkv, shared_kv, bf):
+        E, H = self.embed_dim, self.num_heads
+        b = self.in_proj_bias
+        if self._qkv_same_embed_dim:
+            W = self.in_proj_weight
+            if shared_qkv:  # self-attention: one GEMM with the (3E, E) weight
+                return _split_heads(linear(q_in, W, b), 3, H, bf)
+            ws = (W[:E], W[E:2 * E], W[2 * E:])
+        else:
+            ws = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
+        bs = (None,) * 3 if b is None else (b[:E], b[E:2 * E], b[2 * E:])
+        q = _split_heads(linear(q_in, ws[0], bs[0]), 1, H, bf)[0]
+        if shared_kv and self._qkv_same_embed_dim:  # cross-attention: K, V in one GEMM
+            kv_b = None if b is None else b[E:]
+            k, v = _split_heads(linear(k_in, W[E:], kv_b), 2, H, bf)
+        else:
+            k = _split_heads(linear(k_in, ws[1], bs[1]), 1, H, bf)[0]
+            v = _split_heads(linear(v_in, ws[2], bs[2]), 1, H, bf)[0]
+        return q, k, v
+
+    # -- torch MHA masks (True = masked out, float = added) -> cattn SDPA masks
+    def _sdpa_mask(self, attn_mask, key_padding_mask, is_causal, B, L, S, batched):
+        """Returns (mask, causal): mask for cattn's SDPA (bool True = attend,
+        or float added), broadcastable to (B, H, L, S) without expanding what
+        need not be; causal=True means "use the kernel's causal masking"."""
+        owner, H, dtype = "MultiheadAttention", self.num_heads, self.dtype
+        kpm = am = None
+        if key_padding_mask is not None:
+            kpm = _mask_array(key_padding_mask, "key_padding_mask", dtype, owner)
+            want = (B, S) if batched else (S,)
+            if kpm.shape != want:
+                raise ValueError(f"{owner}: key_padding_mask has shape {kpm.shape}, expected "
+                                 f"{'(B, S) = ' if batched else '(S,) = '}{want}")
+            kpm = kpm.reshape(B, 1, 1, S)
+        if attn_mask is not None:
+            am = _mask_array(attn_mask, "attn_mask", dtype, owner)
+            if am.shape == (L, S):
+                pass
+            elif am.shape == (B * H, L, S):
+                am = am.reshape(B, H, L, S)
+            else:
+                raise ValueError(f"{owner}: attn_mask has shape {am.shape}, expected (L, S) = "
+                                 f"{(L, S)} or (B*num_heads, L, S) = {(B * H, L, S)}")
+        if is_causal:
+            if kpm is None:
+                return None, True
+            causal = np.tri(L, S, dtype=bool)  # row i sees keys 0..i (torch, upper-left)
+            if kpm.dtype == np.bool_:
+                return causal & ~kpm, False
+            return np.where(causal, kpm, dtype.type(-np.inf)).astype(dtype, copy=False), False
+        if am is None and kpm is None:
+            return None, False
+        if am is None or kpm is None:
+            m = kpm if am is None else am
+            return (~m if m.dtype == np.bool_ else m), False
+        if am.dtype == np.bool_ and kpm.dtype == np.bool_:
+            return ~(am | kpm), False
+        return _to_float_mask(am, dtype) + _to_float_mask(kpm, dtype), False
+
+    def forward(self, query, key=None, value=None, *, key_padding_mask=None, attn_mask=None,
+                need_weights=False, average_attn_weights=True, is_causal=False, kv_cache=None):
+        """query (B, L, E), key (B, S, kdim), value (B, S, vdim) — (L, B, E) ...
+        if batch_first=False; (L, E) unbatched. key=None means key=query,
+        value=None means value=key. Returns (out (B, L, E), weights or None).
+
+        key_padding_mask (B, S): True / -inf = ignore that key (torch).
+        attn_mask (L, S) or (B*H, L, S): bool True = not allowed, float added.
+        is_causal: query i sees keys 0..i (a mask, if given, is not read).
+        need_weights: also return the attention probabilities, averaged over
+        heads (B, L, S) if average_attn_weights else (B, H, L, S).
+        kv_cache (cattn extension, self-attention only): a cattn.KVCache
+        (B, H, max_len, D); the new positions' K, V are appended and the
+        queries attend to the whole cache, causally (lower-right aligned).
+        """
+        owner = "MultiheadAttention"
+        shared_qkv = (key is None or key is query) and (value is None or value is key)
+        shared_kv = value is None or value is key
+        dtype, E = self.dtype, self.embed_dim
+        q_in = _as_input(query, "query", dtype, owner)
+        k_in = q_in if key is None or key is query else _as_input(key, "key", dtype, owner)
+        if value is None or value is key:
+            v_in = k_in
+        else:
+            v_in = _as_input(value, "value", dtype, owner)
+        batched = q_in.ndim == 3
+        for name, x, d in (("query", q_in, E), ("key", k_in, self.kdim), ("value", v_in, self.vdim)):
+            if x.ndim != q_in.ndim or x.ndim not in (2, 3) or x.shape[-1] != d:
+                lay = "(B, L, " if self.batch_first else "(L, B, "
+                raise ValueError(
+                    f"{owner}: {name} has shape {x.shape}; expected {lay}{d}) or unbatched (L, {d}) "
+                    f"(query {q_in.shape}, key {k_in.shape}, value {v_in.shape})")
+        if not batched:  # unbatched: a batch of one, batch-first
+            q_in, k_in, v_in = q_in[None], k_in[None], v_in[None]
+            if shared_qkv:
+                k_in = v_in = q_in
+            elif shared_kv:
+                v_in = k_in
+        bf = self.batch_first or not batched
+        ax_b, ax_l = (0, 1) if bf else (1, 0)
+        B, L, S = q_in.shape[ax_b], q_in.shape[ax_l], k_in.shape[ax_l]
+        if k_in.shape[ax_b] != B or v_in.shape[ax_b] != B or v_in.shape[ax_l] != S:
+            raise ValueError(f"{owner}: batch or sequence dims disagree: query {q_in.shape}, "
+                             f"key {k_in.shape}, value {v_in.shape}")
+
+        q, k, v = self._project(q_in, k_in, v_in, shared_qkv, shared_kv, bf)
+
+        ctx = np.empty(q_in.shape[:-1] + (E,), dtype)       # heads concatenated, input layout
+        ctx_h = _split_heads(ctx, 1, self.num_heads, bf)[0]  # (B, H, L, D) view of ctx
+        if kv_cache is not None:
+            if not shared_qkv or not batched:
+                raise ValueError(f"{owner}: kv_cache needs batched self-attention (key=value=query)")
+            if attn_mask is not None or key_padding_mask is not None or need_weights:
+                raise ValueError(f"{owner}: kv_cache supports causal attention only: no "
+                                 "attn_mask, key_padding_mask or need_weights")
+            if self.rotary is not None:
+                q = self.rotary.apply(q, kv_cache.length)
+                k = self.rotary.apply(k, kv_cache.length)
+            kv_cache.append(k, v)
+            kv_cache.attend(q, out=ctx_h)  # L new queries against all cached keys: O(L * S)
+            weights = None
+        else:
+            if self.rotary is not None:
+                q, k = self.rotary(q, k)
+            mask, causal = self._sdpa_mask(attn_mask, key_padding_mask, is_causal, B, L, S, batched)
+            if need_weights:
+                weights = attention_weights(q, k, mask, is_causal=causal)  # (B, H, L, S)
+                matmul(weights, v, out=ctx_h)
+                if average_attn_weights:
+                    weights = weights.mean(axis=1)
+                if not batched:
+                    weights = weights[0]
+            else:
+                scaled_dot_product_attention(q, k, v, mask, is_causal=causal, out=ctx_h)
+                weights = None
+        out = linear(ctx, self.out_proj.weight, self.out_proj.bias)
+        return (out if batched else out[0]), weights
+
+
+def _mask_array(m, name, dtype, owner):
+    m = np.asarray(m)
+    if m.dtype == np.bool_:
+        return m
+    if m.dtype.kind == "f":
+        return m.astype(dtype, copy=False)
+    raise TypeError(f"{owner}: {name} has dtype {m.dtype}; expected bool (True = masked out) "
+                    "or float (added to the scores)")
+
+
+def _to_float_mask(m, dtype):
+    if m.dtype == np.bool_:
+        return np.where(m, dtype.type(-np.inf), dtype.type(0))
+    return m
+
+
+# ----------------------------------------------------------------------------
+# Encoder and decoder layers
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention then a feed-forward network, each in a residual block:
+
+        post-LN (norm_first=False, the paper): x = norm1(x + SA(x)); x = norm2(x + FF(x))
+        pre-LN  (norm_first=True):             x = x + SA(norm1(x)); x = x + FF(norm2(x))
+
+    with FF(x) = linear2(act(linear1(x))), bias and activation fused in the
+    GEMM epilogue. torch's constructor (dropout ignored) and parameter names:
+    self_attn.*, linear1.*, linear2.*, norm1.*, norm2.*.
+    """
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True, *,
+                 dtype=np.float32, seed=None):
+        super().__init__()
+        owner = type(self).__name__
+        self.dtype = _module_dtype(dtype, owner)
+        self.activation = _check_activation(activation, owner)
+        self.dropout = _check_dropout(dropout, owner)
+        self.norm_first, self.batch_first = bool(norm_first), bool(batch_first)
+        rng = _rng(seed)
+        kw = dict(dtype=dtype)
+        self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, batch_first=batch_first,
+                                            seed=rng, **kw)
+        self.linear1 = Linear(d_model, dim_feedforward, bias, seed=rng, **kw)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, seed=rng, **kw)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps, bias, **kw)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps, bias, **kw)
+
+    def _ff(self, x):
+        return self.linear2(self.linear1(x, self.activation))
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False, *,
+                kv_cache=None):
+        """src (B, L, E) -> (B, L, E). src_mask / src_key_padding_mask /
+        is_causal as MultiheadAttention's attn_mask / key_padding_mask /
+        is_causal. kv_cache: see MultiheadAttention.forward (DecoderOnly)."""
+        x = _as_input(src, "src", self.dtype, type(self).__name__)
+        kw = dict(attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
+                  is_causal=is_causal, kv_cache=kv_cache)
+        if self.norm_first:
+            a = self.self_attn(self.norm1(x), **kw)[0]
+            x = np.add(a, x, out=a)                 # x + SA(norm1(x)), into SA's buffer
+            f = self._ff(self.norm2(x))
+            return np.add(f, x, out=f)
+        a = self.self_attn(x, **kw)[0]
+        x = self.norm1(np.add(a, x, out=a))
+        f = self._ff(x)
+        return self.norm2(np.add(f, x, out=f))
+
+
+class TransformerDecoderLayer(Module):
+    """Masked self-attention, cross-attention over the encoder's `memory`, and
+    a feed-forward network, each in a residual block (post-LN or pre-LN as in
+    TransformerEncoderLayer). Parameter names: self_attn.*, multihead_attn.*,
+    linear1.*, linear2.*, norm1.*, norm2.*, norm3.*.
+    """
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True, *,
+                 dtype=np.float32, seed=None):
+        super().__init__()
+        owner = type(self).__name__
+        self.dtype = _module_dtype(dtype, owner)
+        self.activation = _check_activation(activation, owner)
+        self.dropout = _check_dropout(dropout, owner)
+        self.norm_first, self.batch_first = bool(norm_first), bool(batch_first)
+        rng = _rng(seed)
+        kw = dict(dtype=dtype)
+        self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, batch_first=batch_first,
+                                            seed=rng, **kw)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, bias=bias,
+                                                 batch_first=batch_first, seed=rng, **kw)
+        self.linear1 = Linear(d_model, dim_feedforward, bias, seed=rng, **kw)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, seed=rng, **kw)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps, bias, **kw)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps, bias, **kw)
+        self.norm3 = LayerNorm(d_model, layer_norm_eps, bias, **kw)
+
+    def _ff(self, x):
+        return self.linear2(self.linear1(x, self.activation))
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        """tgt (B, L, E), memory (B, S, E) -> (B, L, E). tgt_* masks go to the
+        self-attention ((L, L) masks), memory_* masks to the cross-attention
+        ((L, S) masks, (B, S) padding)."""
+        owner = type(self).__name__
+        x = _as_input(tgt, "tgt", self.dtype, owner)
+        mem = _as_input(memory, "memory", self.dtype, owner)
+        sa = dict(attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
+                  is_causal=tgt_is_causal)
+        ca = dict(attn_mask=memory_mask, key_padding_mask=memory_key_padding_mask,
+                  is_causal=memory_is_causal)
+        if self.norm_first:
+            a = self.self_attn(self.norm1(x), **sa)[0]
+            x = np.add(a, x, out=a)
+            c = self.multihead_attn(self.norm2(x), mem, mem, **ca)[0]
+            x = np.add(c, x, out=c)
+            f = self._ff(self.norm3(x))
+            return np.add(f, x, out=f)
+        a = self.self_attn(x, **sa)[0]
+        x = self.norm1(np.add(a, x, out=a))
+        c = self.multihead_attn(x, mem, mem, **ca)[0]
+        x = self.norm2(np.add(c, x, out=c))
+        f = self._ff(x)
+        return self.norm3(np.add(f, x, out=f))
+
+
+# ----------------------------------------------------------------------------
+# Stacks
+
+
+class TransformerEncoder(Module):
+    """num_layers deep copies of encoder_layer (identical initial weights, as
+    in torch), then an optional final norm. Names: layers.0.self_attn...,
+    norm.weight. enable_nested_tensor and mask_check are accepted for torch
+    compatibility and ignored."""
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
+                 mask_check=True):
+        super().__init__()
+        if not isinstance(encoder_layer, TransformerEncoderLayer):
+            raise TypeError(f"TransformerEncoder: encoder_layer must be a cattn.nn."
+                            f"TransformerEncoderLayer, got {type(encoder_layer).__name__}")
+        n = _positive_int(num_layers, "num_layers", "TransformerEncoder")
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(n)])
+        self.num_layers = n
+        if norm is not None:
+            self.norm = norm
+        else:
+            object.__setattr__(self, "norm", None)
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        """src (B, L, E) -> (B, L, E). is_causal=None: detected from `mask`
+        (torch's causal mask, bool or float), as torch does."""
+        if is_causal is None:
+            x0 = np.asarray(src)
+            ax = 1 if (self.layers[0].batch_first and x0.ndim == 3) else 0
+            is_causal = _is_causal_mask(mask, x0.shape[ax]) if x0.ndim >= 2 else False
+        x = src
+        for layer in self.layers:
+            x = layer(x, mask, src_key_padding_mask, is_causal)
+        return self.norm(x) if self.norm is not None else x
+
+
+class TransformerDecoder(Module):
+    """num_layers deep copies of decoder_layer, then an optional final norm."""
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        if not isinstance(decoder_layer, TransformerDecoderLayer):
+            raise TypeError(f"TransformerDecoder: decoder_layer must be a cattn.nn."
+                            f"TransformerDecoderLayer, got {type(decoder_layer).__name__}")
+        n = _positive_int(num_layers, "num_layers", "TransformerDecoder")
+        self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(n)])
+        self.num_layers = n
+        if norm is not None:
+            self.norm = norm
+        else:
+            object.__setattr__(self, "norm", None)
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        """tgt (B, L, E), memory (B, S, E) -> (B, L, E); tgt_is_causal=None:
+        detected from tgt_mask."""
+        if tgt_is_causal is None:
+            t0 = np.asarray(tgt)
+            ax = 1 if (self.layers[0].batch_first and t0.ndim == 3) else 0
+            tgt_is_causal = _is_causal_mask(tgt_mask, t0.shape[ax]) if t0.ndim >= 2 else False
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                      memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+        return self.norm(x) if self.norm is not None else x
+
+
+# ----------------------------------------------------------------------------
+# Positional encodings
+
+
+class PositionalEncoding(Module):
+    """The paper's sinusoids (section 3.5), added to the input:
+        PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)).
+    `pe` (max_len, d_model) is a constant table (not in state_dict).
+    forward(x, offset=0): x (B, L, E) (or (L, B, E) if not batch_first)
+    plus PE[offset : offset + L]; returns a new array."""
+
+    def __init__(self, d_model, max_len=5000, *, batch_first=True, dtype=np.float32):
+        super().__init__()
+        d = _positive_int(d_model, "d_model", "PositionalEncoding")
+        n = _positive_int(max_len, "max_len", "PositionalEncoding")
+        self.dtype = _module_dtype(dtype, "PositionalEncoding")
+        self.batch_first = bool(batch_first)
+        pos = np.arange(n, dtype=np.float64)[:, None]
+        div = 10000.0 ** (np.arange(0, d, 2, dtype=np.float64) / d)  # 10000^(2i/d)
+        pe = np.empty((n, d))
+        pe[:, 0::2] = np.sin(pos / div)
+        pe[:, 1::2] = np.cos(pos / div[: d // 2])
+        self.pe = pe.astype(self.dtype)
+
+    def forward(self, x, offset=0):
+        x = _as_input(x, "x", self.dtype, "PositionalEncoding")
+        ax = 1 if (self.batch_first and x.ndim == 3) else 0
+        L = x.shape[ax] if x.ndim >= 2 else 0
+        if x.ndim not in (2, 3) or x.shape[-1] != self.pe.shape[1]:
+            raise ValueError(f"PositionalEncoding: x has shape {x.shape}; expected (..., L, "
+                             f"{self.pe.shape[1]})")
+        if offset < 0 or offset + L > self.pe.shape[0]:
+            raise ValueError(f"PositionalEncoding: positions {offset}..{offset + L - 1} exceed "
+                             f"max_len={self.pe.shape[0]}")
+        pe = self.pe[offset:offset + L]
+        return x + (pe if ax == 1 or x.ndim == 2 else pe[:, None, :])
+
+    def extra_repr(self):
+        return f"d_model={self.pe.shape[1]}, max_len={self.pe.shape[0]}"
+
+
+class RotaryEmbedding(Module):
+    """Rotary position embedding (RoPE, Su et al. 2021) for q and k.
+
+    Pairing convention: the half-split ("rotate_half") layout of GPT-NeoX and
+    LLaMA (Hugging Face): feature i is paired with feature i + D/2, not with
+    its neighbour (GPT-J / the paper's interleaved layout). For position p and
+    frequency theta_i = base^(-2i/D), i < D/2, the pair (x_i, x_{i+D/2}) read
+    as the complex number x_i + 1j * x_{i+D/2} is multiplied by
+    exp(1j * p * theta_i):
+        out_i       = x_i * cos(p theta_i) - x_{i+D/2} * sin(p theta_i)
+        out_{i+D/2} = x_{i+D/2} * cos(p theta_i) + x_i * sin(p theta_i)
+    so q_m . k_n depends on positions only through m - n.
+    """
+
+    def __init__(self, head_dim, base=10000.0):
+        super().__init__()
+        D = _positive_int(head_dim, "head_dim", "RotaryEmbedding")
+        if D % 2:
+            raise ValueError(f"RotaryEmbedding: head_dim must be even, got {D}")
+        self.head_dim, self.base = D, float(base)
+        self.inv_freq = self.base ** (-np.arange(0, D, 2, dtype=np.float64) / D)  # (D/2,)
+        self._tables = {}
+
+    def _cos_sin(self, start, n, dtype):
+        """cos, sin (n, D/2) for positions start..start+n-1 (cached, grown by doubling)."""
+        c = self._tables.get(np.dtype(dtype))
+        if c is None or c[0].shape[0] < start + n:
+            m = max(64, start + n, 2 * (c[0].shape[0] if c is not None else 0))
+            ang = np.arange(m, dtype=np.float64)[:, None] * self.inv_freq[None, :]
+            c = (np.cos(ang).astype(dtype), np.sin(ang).astype(dtype))
+            self._tables[np.dtype(dtype)] = c
+        return c[0][start:start + n], c[1][start:start + n]
+
+    def apply(self, x, offset=0):
+        """x (..., T, D) at positions offset..offset+T-1 -> rotated copy."""
+        x = np.asarray(x)
+        if x.ndim < 2 or x.shape[-1] != self.head_dim:
+            raise ValueError(f"RotaryEmbedding: x has shape {x.shape}; expected (..., T, {self.head_dim})")
+        if x.dtype not in _FLOATS:
+            raise TypeError(f"RotaryEmbedding: x has dtype {x.dtype}; expected float32 or float64")
+        h = self.head_dim // 2
+        cos, sin = self._cos_sin(int(offset), x.shape[-2], x.dtype)
+        x1, x2 = x[..., :h], x[..., h:]
+        out = np.empty(x.shape, x.dtype)
+        o1, o2 = out[..., :h], out[..., h:]
+        np.multiply(x1, cos, out=o1)
+        o1 -= x2 * sin
+        np.multiply(x2, cos, out=o2)
+        o2 += x1 * sin
+        return out
+
+    def forward(self, q, k, offset=0):
+        """(q, k) rotated: q (..., L, D), k (..., S, D), both from position offset."""
+        return self.apply(q, offset), self.apply(k, offset)
+
+    def extra_repr(self):
+        return f"head_dim={self.head_dim}, base={self.base}"
+
+
+# ----------------------------------------------------------------------------
+# Decoder-only (GPT-style) stack with KV-cache decoding
+
+
+class DecoderOnly(Module):
+    """A GPT-style decoder-only stack: num_layers pre-LN causal self-attention
+    blocks (TransformerEncoderLayer with norm_first=True, is_causal=True) and
+    a final LayerNorm, on embeddings (B, L, E) -> (B, L, E) (token embedding
+    and output head are the caller's). Names are those of torch's
+    TransformerEncoder(TransformerEncoderLayer(..., norm_first=True), N,
+    norm=LayerNorm(E)): layers.0.self_attn.in_proj_weight, ..., norm.weight,
+    so such a torch stack run with a causal mask is the reference.
+
+    Incremental decoding: `cache = model.new_cache(B, max_len)` (one
+    cattn.KVCache per layer), then `model(x_new, cache=cache)` for each chunk
+    of new positions (a prompt, then one token at a time): only the new
+    positions are projected, their K and V appended to each layer's cache,
+    and their queries attend to the cached keys — O(S) per new token.
+    rotary=True applies RotaryEmbedding(head_dim) to q and k in every layer
+    (positions continue from the cache length).
+    Layers get distinct random initial weights (from `seed`).
+    """
+
+    def __init__(self, d_model, nhead, num_layers, dim_feedforward=None, activation="gelu_tanh",
+                 layer_norm_eps=1e-5, bias=True, *, rotary=False, dtype=np.float32, seed=None):
+        super().__init__()
+        self.dtype = _module_dtype(dtype, "DecoderOnly")
+        n = _positive_int(num_layers, "num_layers", "DecoderOnly")
+        ff = 4 * d_model if dim_feedforward is None else dim_feedforward
+        rng = _rng(seed)
+        self.layers = ModuleList([
+            TransformerEncoderLayer(d_model, nhead, ff, 0.0, activation, layer_norm_eps,
+                                    batch_first=True, norm_first=True, bias=bias, dtype=dtype,
+                                    seed=rng)
+            for _ in range(n)])
+        self.norm = LayerNorm(d_model, layer_norm_eps, bias, dtype=dtype)
+        self.d_model, self.nhead, self.num_layers = d_model, nhead, n
+        if rotary:
+            rope = RotaryEmbedding(d_model // nhead)
+            for layer in self.layers:
+                layer.self_attn.rotary = rope
+
+    def new_cache(self, batch, max_len):
+        """One empty cattn.KVCache (batch, nhead, max_len, head_dim) per layer."""
+        D = self.d_model // self.nhead
+        return [KVCache(batch, self.nhead, max_len, D, self.dtype) for _ in self.layers]
+
+    def forward(self, x, cache=None):
+        """x (B, T, E) -> (B, T, E). Without cache: the full causal forward over
+        the T positions. With cache (from new_cache): x holds the T positions
+        that follow the cached ones; returns their outputs and extends the
+        caches (identical to the full forward's last T rows)."""
+        x = _as_input(x, "x", self.dtype, "DecoderOnly")
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"DecoderOnly: x has shape {x.shape}; expected (B, T, {self.d_model})")
+        if cache is None:
+            for layer in self.layers:
+                x = layer(x, is_causal=True)
+        else:
+            if len(cache) != len(self.layers):
+                raise ValueError(f"DecoderOnly: cache has {len(cache)} entries for "
+                                 f"{len(self.layers)} layers; use new_cache()")
+            for layer, kv in zip(self.layers, cache):
+                x = layer(x, kv_cache=kv)
+        return self.norm(x)
