@@ -12,7 +12,7 @@ import sys
 LIBS = ("cattn", "numpy", "torch")
 
 
-def load(path):
+def load(path, stat="median"):
     with open(path) as f:
         data = json.load(f)
     groups = {}
@@ -20,7 +20,7 @@ def load(path):
         info = b.get("extra_info", {})
         lib = info.get("lib") or b.get("params", {}).get("lib")
         g = groups.setdefault(b["group"], {"flops": info.get("flops")})
-        g[lib] = b["stats"]["median"]
+        g[lib] = b["stats"][stat]
     return data.get("machine_info", {}), groups
 
 
@@ -48,14 +48,16 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("json")
     p.add_argument("--markdown", action="store_true")
+    p.add_argument("--stat", choices=["median", "min", "mean"], default="median",
+                   help="which per-library statistic to compare (default: median)")
     args = p.parse_args(argv)
-    machine, groups = load(args.json)
+    machine, groups = load(args.json, args.stat)
     table = [[r[0]] + [fmt(v, 3) for v in r[1:4]] + [fmt(v, 1) for v in r[4:7]]
              + [fmt(v, 2) for v in r[7:]] for r in rows(groups)]
     if machine:
         print(f"# {machine.get('cpu', {}).get('brand_raw', '')} "
-              f"python {machine.get('python_version', '')}; medians; "
-              "vs X = X's median / cattn's median (> 1: cattn faster)")
+              f"python {machine.get('python_version', '')}; {args.stat}s; "
+              f"vs X = X's {args.stat} / cattn's {args.stat} (> 1: cattn faster)")
     if args.markdown:
         print("| " + " | ".join(HEAD) + " |")
         print("|" + "---|" * len(HEAD))
