@@ -25,13 +25,12 @@ import numpy as np
 
 from .. import attention as _attention
 from .. import ops as _ops
+from ..functional import layer_norm as _layer_norm_op
 
 
 def _layer_norm(x, weight, bias, eps):
-    # cattn.layer_norm lives in cattn.functional (issue 3); looked up at call
-    # time so this module imports on any branch state.
-    import cattn
-    return cattn.layer_norm(x, weight, bias, eps)
+    """LayerNorm over the last axis, in place (x is a fresh temporary)."""
+    return _layer_norm_op(x, weight, bias, eps, out=x)
 
 
 @dataclass
