@@ -130,6 +130,20 @@ class BertLayer:
             raise ValueError(f"BERT checkpoint: layer {i} query/key/value weights stack to "
                              f"{self.qkv_weight.shape}, expected ({3 * E}, {E})")
 
+    def torch_state_dict(self):
+        """These parameters under torch.nn.TransformerEncoderLayer's names
+        (self_attn.in_proj_weight, linear1.weight, norm1.weight, ...), for
+        cattn.nn.TransformerEncoderLayer(E, H, F, activation="gelu",
+        layer_norm_eps=eps) or torch itself (norm_first=False)."""
+        return {"self_attn.in_proj_weight": self.qkv_weight,
+                "self_attn.in_proj_bias": self.qkv_bias,
+                "self_attn.out_proj.weight": self.out_weight,
+                "self_attn.out_proj.bias": self.out_bias,
+                "linear1.weight": self.ffn1_weight, "linear1.bias": self.ffn1_bias,
+                "linear2.weight": self.ffn2_weight, "linear2.bias": self.ffn2_bias,
+                "norm1.weight": self.norm1_weight, "norm1.bias": self.norm1_bias,
+                "norm2.weight": self.norm2_weight, "norm2.bias": self.norm2_bias}
+
     def qkv(self, x):
         """x (B, L, E) -> q, k, v (B, H, L, D): strided views of one GEMM output."""
         B, L, E = x.shape
@@ -253,6 +267,12 @@ class BertModel:
             am = am.astype(bool, copy=False)
             if not am.all():
                 mask = am[:, None, None, :]                        # (B, 1, 1, S) key padding
+        if B == 0 or L == 0:
+            x = np.zeros((B, L, self.config.hidden_size), self.dtype)
+            if not output_attentions:
+                return x
+            H = self.config.num_attention_heads
+            return x, [np.zeros((B, H, L, L), self.dtype) for _ in self.layers]
         x = self.embed(input_ids, token_type_ids)
         attentions = [] if output_attentions else None
         for layer in self.layers:
