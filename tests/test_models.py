@@ -170,7 +170,10 @@ def test_non_latin_scripts(enc, ref):
 
 
 def test_thousand_sentences(enc):
-    corpus = _corpus(1000)
+    # the benchmark corpus cut to its first 1-10 words (keeps the test short;
+    # the full mixed-length corpus runs in the sentence-transformers test and
+    # in benchmarks/bench_models.py)
+    corpus = [" ".join(s.split()[:1 + i % 10]) for i, s in enumerate(_corpus(1000))]
     e = enc.encode(corpus, batch_size=32)
     assert e.shape == (1000, 384) and np.isfinite(e).all()
     np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1, atol=1e-5)

@@ -107,22 +107,28 @@ class BertLayer:
                 raise KeyError(f"BERT checkpoint: missing tensor {key!r}")
             return np.ascontiguousarray(w[key], dtype=dtype)
 
+        def t(w):
+            # (out, in) stored transposed in memory (Fortran order): the GEMM
+            # reads B = w.T with unit stride when packing, 10-50% faster for
+            # short inputs (packing the weights dominates there)
+            return np.asfortranarray(w)
+
         E = cfg.hidden_size
         self.num_heads = cfg.num_attention_heads
         self.eps = float(cfg.layer_norm_eps)
         self.act = _ACTIVATIONS[cfg.hidden_act]
         # (3E, E): query, key, value stacked once at load time -> one GEMM
-        self.qkv_weight = np.concatenate([get(f"attention.self.{n}.weight")
-                                          for n in ("query", "key", "value")])
+        self.qkv_weight = t(np.concatenate([get(f"attention.self.{n}.weight")
+                                            for n in ("query", "key", "value")]))
         self.qkv_bias = np.concatenate([get(f"attention.self.{n}.bias")
                                         for n in ("query", "key", "value")])
-        self.out_weight = get("attention.output.dense.weight")          # (E, E)
+        self.out_weight = t(get("attention.output.dense.weight"))        # (E, E)
         self.out_bias = get("attention.output.dense.bias")
         self.norm1_weight = get("attention.output.LayerNorm.weight")    # (E,)
         self.norm1_bias = get("attention.output.LayerNorm.bias")
-        self.ffn1_weight = get("intermediate.dense.weight")             # (F, E)
+        self.ffn1_weight = t(get("intermediate.dense.weight"))           # (F, E)
         self.ffn1_bias = get("intermediate.dense.bias")
-        self.ffn2_weight = get("output.dense.weight")                   # (E, F)
+        self.ffn2_weight = t(get("output.dense.weight"))                 # (E, F)
         self.ffn2_bias = get("output.dense.bias")
         self.norm2_weight = get("output.LayerNorm.weight")
         self.norm2_bias = get("output.LayerNorm.bias")
