@@ -131,7 +131,8 @@ def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None,
         e = np.where(allowed, np.exp(s - m), 0.0)
     tot = e.sum(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(tot == 0, 0.0, e / np.where(tot == 0, 1.0, tot))
+        # masked entries stay exactly 0 even when the row's sum is NaN
+        return np.where(allowed & (tot != 0), e / np.where(tot == 0, 1.0, tot), 0.0)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False,
@@ -144,13 +145,19 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=Fa
     v = _f64(value)
     if enable_gqa and v.ndim >= 3 and A.shape[-3] != v.shape[-3]:
         v = np.repeat(v, A.shape[-3] // v.shape[-3], axis=-3)
-    # only keys with nonzero weight contribute: NaN * 0 must not leak
+    # Only keys with nonzero weight contribute: a NaN / inf value at a key a
+    # row does not attend to must not reach that row (NaN * 0 must not leak,
+    # neither through a column another row uses). Finite values go through
+    # one matmul; each non-finite value is added only to the rows that give
+    # its key a nonzero weight.
     v_b = np.broadcast_to(v, A.shape[:-2] + v.shape[-2:])
-    out = np.zeros(A.shape[:-1] + (v.shape[-1],))
-    for idx in np.ndindex(*A.shape[:-2]):
-        a, vv = A[idx], v_b[idx]
-        used = (a != 0).any(axis=0)
-        out[idx] = a[:, used] @ vv[used]
+    finite = np.isfinite(v_b)
+    out = np.matmul(A, np.where(finite, v_b, 0.0))
+    for idx in zip(*np.nonzero(~finite)):
+        b, s, j = idx[:-2], idx[-2], idx[-1]
+        a = A[b + (slice(None), s)]
+        with np.errstate(invalid="ignore"):
+            out[b + (slice(None), j)] += np.where(a != 0, a * v_b[idx], 0.0)
     return out
 
 

@@ -155,7 +155,6 @@ static inline void pv_rows_avx2_f32(float *o, const float *p, const float *V, in
         for (int t = 0; t < 8; t++) a[t] = _mm256_setzero_ps();
         for (int64_t s = 0; s < n; s++) {
             const float *vs = V + s * rsv + j;
-            for (int t = 0; t < 4; t++) _mm_prefetch((const char *)(vs + 8 * rsv + 16 * t), _MM_HINT_T0);
             if (p[s] == 0.0f) continue;
             const __m256 ps = _mm256_broadcast_ss(p + s);
             for (int t = 0; t < 8; t++) a[t] = _mm256_fmadd_ps(ps, _mm256_loadu_ps(vs + 8 * t), a[t]);

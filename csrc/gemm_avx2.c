@@ -120,28 +120,38 @@ static inline double hsum_pd(__m256d v)
  *   out[s] = q[0:E] · K[s*rsk : s*rsk+E]   for s < n
  * q: (E,) contiguous; K: (n, E) rows contiguous, row stride rsk. */
 /* out[s] = q · K[s]: 4 keys per pass; E tail handled by scalar adds */
+/* 8 horizontal sums at once: out[r] = sum of the lanes of a[r] */
+static inline __m256 hsum8_ps(__m256 a0, __m256 a1, __m256 a2, __m256 a3,
+                              __m256 a4, __m256 a5, __m256 a6, __m256 a7)
+{
+    const __m256 s0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    const __m256 s1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+    return _mm256_add_ps(_mm256_permute2f128_ps(s0, s1, 0x20), _mm256_permute2f128_ps(s0, s1, 0x31));
+}
+
 void cattn_dotn_avx2_f32(float *out, const float *q, const float *K, int64_t rsk,
-                                     int64_t n, int64_t E)
+                         int64_t n, int64_t E)
 {
     const int64_t E8 = E & ~(int64_t)7;
     int64_t s = 0;
-    for (; s + 4 <= n; s += 4) {
-        const float *k0 = K + s * rsk, *k1 = k0 + rsk, *k2 = k1 + rsk, *k3 = k2 + rsk;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t e = 0; e < E; e += 16)                  /* rows 16 ahead */
-            for (int r = 0; r < 4; r++) _mm_prefetch((const char *)(k0 + (16 + r) * rsk + e), _MM_HINT_T0);
+    for (; s + 8 <= n; s += 8) {                        /* 8 keys: 8 FMA chains */
+        const float *k0 = K + s * rsk;
+        __m256 a[8];
+        for (int r = 0; r < 8; r++) a[r] = _mm256_setzero_ps();
         for (int64_t e = 0; e < E8; e += 8) {
             const __m256 qv = _mm256_loadu_ps(q + e);
-            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + e), a0);
-            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + e), a1);
-            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + e), a2);
-            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + e), a3);
+            for (int r = 0; r < 8; r++)
+                a[r] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + r * rsk + e), a[r]);
         }
-        float r0 = hsum_ps(a0), r1 = hsum_ps(a1), r2 = hsum_ps(a2), r3 = hsum_ps(a3);
-        for (int64_t e = E8; e < E; e++) {                       /* tail */
-            r0 += q[e] * k0[e]; r1 += q[e] * k1[e]; r2 += q[e] * k2[e]; r3 += q[e] * k3[e];
+        __m256 sums = hsum8_ps(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+        if (E8 < E) {                                                    /* tail */
+            float t[8];
+            _mm256_storeu_ps(t, sums);
+            for (int r = 0; r < 8; r++)
+                for (int64_t e = E8; e < E; e++) t[r] += q[e] * k0[r * rsk + e];
+            sums = _mm256_loadu_ps(t);
         }
-        out[s] = r0; out[s + 1] = r1; out[s + 2] = r2; out[s + 3] = r3;
+        _mm256_storeu_ps(out + s, sums);
     }
     for (; s < n; s++) {
         const float *k0 = K + s * rsk;
