@@ -187,14 +187,7 @@ class Module:
     def register_parameter(self, name, value):
         """Add a parameter (an ndarray, or None for an absent bias)."""
         self._parameters[name] = value
-
-    def __getattr__(self, name):  # only reached when normal lookup fails
-        d = self.__dict__
-        if name in d.get("_parameters", ()):
-            return d["_parameters"][name]
-        if name in d.get("_modules", ()):
-            return d["_modules"][name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.__dict__[name] = value  # mirrored for fast attribute lookup
 
     def __setattr__(self, name, value):
         params = self.__dict__.get("_parameters")
@@ -202,12 +195,10 @@ class Module:
             self._modules[name] = value
         elif params is not None and name in params:
             old = params[name]
-            if old is None or value is None:
-                params[name] = value
-            else:
-                params[name] = _coerce_param(name, value, old.shape, old.dtype)
-        else:
-            object.__setattr__(self, name, value)
+            if old is not None and value is not None:
+                value = _coerce_param(name, value, old.shape, old.dtype)
+            params[name] = value
+        object.__setattr__(self, name, value)  # mirrored in __dict__ for fast lookup
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
@@ -356,8 +347,9 @@ class LayerNorm(Module):
         self.register_parameter("weight", np.ones(self.normalized_shape, dtype))
         self.register_parameter("bias", np.zeros(self.normalized_shape, dtype) if bias else None)
 
-    def forward(self, x):
-        return layer_norm(x, self.weight, self.bias, self.eps)
+    def forward(self, x, *, out=None):
+        """x (..., n) -> normalised (..., n); out may be x itself (in place)."""
+        return layer_norm(x, self.weight, self.bias, self.eps, out=out)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}"
@@ -620,9 +612,9 @@ class TransformerEncoderLayer(Module):
             f = self._ff(self.norm2(x))
             return np.add(f, x, out=f)
         a = self.self_attn(x, **kw)[0]
-        x = self.norm1(np.add(a, x, out=a))
+        x = self.norm1(np.add(a, x, out=a), out=a)  # norm1(x + SA(x)), all in SA's buffer
         f = self._ff(x)
-        return self.norm2(np.add(f, x, out=f))
+        return self.norm2(np.add(f, x, out=f), out=f)
 
 
 class TransformerDecoderLayer(Module):
@@ -676,15 +668,23 @@ class TransformerDecoderLayer(Module):
             f = self._ff(self.norm3(x))
             return np.add(f, x, out=f)
         a = self.self_attn(x, **sa)[0]
-        x = self.norm1(np.add(a, x, out=a))
+        x = self.norm1(np.add(a, x, out=a), out=a)
         c = self.multihead_attn(x, mem, mem, **ca)[0]
-        x = self.norm2(np.add(c, x, out=c))
+        x = self.norm2(np.add(c, x, out=c), out=c)
         f = self._ff(x)
-        return self.norm3(np.add(f, x, out=f))
+        return self.norm3(np.add(f, x, out=f), out=f)
 
 
 # ----------------------------------------------------------------------------
 # Stacks
+
+
+def _final_norm(norm, x):
+    """norm(x) for a stack's optional final norm; in place for a LayerNorm
+    (x is the last layer's own output buffer)."""
+    if norm is None:
+        return x
+    return norm(x, out=x) if isinstance(norm, LayerNorm) else norm(x)
 
 
 class TransformerEncoder(Module):
@@ -702,10 +702,7 @@ class TransformerEncoder(Module):
         n = _positive_int(num_layers, "num_layers", "TransformerEncoder")
         self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(n)])
         self.num_layers = n
-        if norm is not None:
-            self.norm = norm
-        else:
-            object.__setattr__(self, "norm", None)
+        self.norm = norm
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         """src (B, L, E) -> (B, L, E). is_causal=None: detected from `mask`
@@ -717,7 +714,7 @@ class TransformerEncoder(Module):
         x = src
         for layer in self.layers:
             x = layer(x, mask, src_key_padding_mask, is_causal)
-        return self.norm(x) if self.norm is not None else x
+        return _final_norm(self.norm, x)
 
 
 class TransformerDecoder(Module):
@@ -731,10 +728,7 @@ class TransformerDecoder(Module):
         n = _positive_int(num_layers, "num_layers", "TransformerDecoder")
         self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(n)])
         self.num_layers = n
-        if norm is not None:
-            self.norm = norm
-        else:
-            object.__setattr__(self, "norm", None)
+        self.norm = norm
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
@@ -748,7 +742,7 @@ class TransformerDecoder(Module):
         for layer in self.layers:
             x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
                       memory_key_padding_mask, tgt_is_causal, memory_is_causal)
-        return self.norm(x) if self.norm is not None else x
+        return _final_norm(self.norm, x)
 
 
 # ----------------------------------------------------------------------------
@@ -915,4 +909,4 @@ class DecoderOnly(Module):
                                  f"{len(self.layers)} layers; use new_cache()")
             for layer, kv in zip(self.layers, cache):
                 x = layer(x, kv_cache=kv)
-        return self.norm(x)
+        return self.norm(x, out=x)

@@ -346,6 +346,7 @@ def test_encoder_stack(rng):
     np.testing.assert_array_equal(sd["layers.0.linear1.weight"], sd["layers.2.linear1.weight"])
     assert not np.shares_memory(sd["layers.0.linear1.weight"], sd["layers.1.linear1.weight"])
     assert not np.shares_memory(sd["layers.0.linear1.weight"], layer.linear1.weight)
+    assert enc.layers[1].linear1.weight is sd["layers.1.linear1.weight"]  # attribute == state
     randomize(enc, rng)
     x = randn(rng, (2, 6, E))
     kpm = np.zeros((2, 6), bool)
