@@ -1,6 +1,8 @@
 """Per-group summary of a pytest-benchmark JSON file: each library's median
 time and GFLOP/s, and cattn's speed relative to NumPy and torch measured in
 the same run (ratio = other's median / cattn's median; > 1: cattn faster).
+"IQR %" is the largest interquartile range / median among the group's
+libraries: a large value means the machine was busy, distrust that row.
 
     pytest benchmarks/ --benchmark-json=bench.json
     python benchmarks/report.py bench.json [--markdown]
@@ -21,6 +23,8 @@ def load(path, stat="median"):
         lib = info.get("lib") or b.get("params", {}).get("lib")
         g = groups.setdefault(b["group"], {"flops": info.get("flops")})
         g[lib] = b["stats"][stat]
+        spread = b["stats"]["iqr"] / b["stats"]["median"] if b["stats"]["median"] else 0.0
+        g["spread"] = max(g.get("spread", 0.0), spread)
     return data.get("machine_info", {}), groups
 
 
@@ -33,11 +37,12 @@ def rows(groups):
                *[g.get(lib) * 1e3 if g.get(lib) else None for lib in LIBS],
                *[gf(lib) for lib in LIBS],
                g["numpy"] / c if c and g.get("numpy") else None,
-               g["torch"] / c if c and g.get("torch") else None]
+               g["torch"] / c if c and g.get("torch") else None,
+               100 * g.get("spread", 0.0)]
 
 
 HEAD = ["group", "cattn ms", "numpy ms", "torch ms", "cattn GF/s", "numpy GF/s",
-        "torch GF/s", "vs numpy", "vs torch"]
+        "torch GF/s", "vs numpy", "vs torch", "IQR %"]
 
 
 def fmt(v, prec):
@@ -53,7 +58,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     machine, groups = load(args.json, args.stat)
     table = [[r[0]] + [fmt(v, 3) for v in r[1:4]] + [fmt(v, 1) for v in r[4:7]]
-             + [fmt(v, 2) for v in r[7:]] for r in rows(groups)]
+             + [fmt(v, 2) for v in r[7:9]] + [fmt(r[9], 0)] for r in rows(groups)]
     if machine:
         print(f"# {machine.get('cpu', {}).get('brand_raw', '')} "
               f"python {machine.get('python_version', '')}; {args.stat}s; "
