@@ -94,6 +94,18 @@ def test_hidden_states_match_reference(enc, ref):
     assert err < 2e-4, err          # hidden states are O(1)-O(10); embeddings: 1e-5 above
 
 
+def test_any_mask_pattern_and_zero_padding_rows(enc, ref):
+    """Padding anywhere (not only at the end): real tokens match the reference,
+    padding rows of the hidden state are 0; positions stay absolute."""
+    ids, mask = enc._pad(enc._encode_tokens([MUSHROOM, "A cat sat."]))
+    mask = mask.copy()
+    mask[0, 4:6] = False                       # a hole in the middle
+    h = enc.model(ids, mask)
+    r = R.bert_forward(ref.weights, ref.config, ids, mask)
+    np.testing.assert_allclose(h[mask], r[mask], rtol=0, atol=2e-4)
+    assert (h[~mask] == 0).all()
+
+
 def test_layer_equals_nn_transformer_encoder_layer(enc):
     """cattn's BERT layer equals cattn.nn.TransformerEncoderLayer (post-LN, erf GELU)
     loaded with the same weights: the two builds of the same network agree."""

@@ -150,29 +150,44 @@ class BertLayer:
                 "norm1.weight": self.norm1_weight, "norm1.bias": self.norm1_bias,
                 "norm2.weight": self.norm2_weight, "norm2.bias": self.norm2_bias}
 
-    def qkv(self, x):
-        """x (B, L, E) -> q, k, v (B, H, L, D): strided views of one GEMM output."""
-        B, L, E = x.shape
-        H = self.num_heads
-        qkv = _ops.linear(x, self.qkv_weight, self.qkv_bias)            # (B, L, 3E)
-        qkv = qkv.reshape(B, L, 3, H, E // H).transpose(2, 0, 3, 1, 4)   # (3, B, H, L, D)
-        return qkv[0], qkv[1], qkv[2]
-
     def __call__(self, x, mask=None, need_weights=False):
         """x (B, L, E); mask None or bool (B, 1, 1, L), True = real token.
         Returns the new x (B, L, E), and the attention probabilities
-        (B, H, L, L) when need_weights."""
+        (B, H, L, L) when need_weights (else None)."""
         B, L, E = x.shape
+        y, w = self.forward_tokens(x.reshape(B * L, E), B, L, None, mask, need_weights)
+        return y.reshape(B, L, E), w
+
+    def forward_tokens(self, x, B, L, rows=None, mask=None, need_weights=False, scratch=None):
+        """The layer on token rows: x (T, E) -> (T, E).
+
+        rows None: x holds all B*L positions (B, L) in order. Otherwise rows
+        (T,) are the flat positions b*L + l of the T real tokens (ascending)
+        and the GEMMs, norms and GELU run on those rows only: only attention
+        sees the padded (B, L) layout, through a (B*L, 3E) buffer whose
+        padding rows are zeros (scratch: such a buffer to reuse).
+        mask: bool (B, 1, 1, L) key-padding mask or None."""
+        T, E = x.shape
         H = self.num_heads
-        q, k, v = self.qkv(x)
-        ctx = np.empty((B, L, H, E // H), dtype=x.dtype)
+        D = E // H
+        qkv = _ops.linear(x, self.qkv_weight, self.qkv_bias)                  # (T, 3E)
+        if rows is not None:
+            buf = scratch if scratch is not None else np.zeros((B * L, 3 * E), x.dtype)
+            buf[rows] = qkv
+            qkv = buf
+        qkv = qkv.reshape(B, L, 3, H, D).transpose(2, 0, 3, 1, 4)             # (3, B, H, L, D)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        ctx = np.empty((B, L, H, D), dtype=x.dtype)
         _attention.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                                 out=ctx.transpose(0, 2, 1, 3))
         weights = _attention.attention_weights(q, k, attn_mask=mask) if need_weights else None
-        a = _ops.linear(ctx.reshape(B, L, E), self.out_weight, self.out_bias)
+        ctx = ctx.reshape(B * L, E)
+        if rows is not None:
+            ctx = ctx.take(rows, axis=0)                                          # (T, E)
+        a = _ops.linear(ctx, self.out_weight, self.out_bias)
         a += x
         x = _layer_norm(a, self.norm1_weight, self.norm1_bias, self.eps)
-        h = _ops.linear(x, self.ffn1_weight, self.ffn1_bias, activation=self.act)  # (B, L, F)
+        h = _ops.linear(x, self.ffn1_weight, self.ffn1_bias, activation=self.act)  # (T, F)
         y = _ops.linear(h, self.ffn2_weight, self.ffn2_bias)
         y += x
         return _layer_norm(y, self.norm2_weight, self.norm2_bias, self.eps), weights
@@ -225,17 +240,21 @@ class BertModel:
     def max_length(self):
         return self.position_embeddings.shape[0]
 
-    def embed(self, input_ids, token_type_ids=None):
-        """input_ids (B, L) ints -> LayerNorm(word + token type + position) (B, L, E)."""
-        B, L = input_ids.shape
-        x = self.word_embeddings[input_ids]                       # (B, L, E), a copy
+    def embed(self, input_ids, token_type_ids=None, positions=None):
+        """LayerNorm(word + token type + position embeddings).
+
+        input_ids (B, L) -> (B, L, E), positions 0..L-1; or flat token ids
+        (T,) with their positions (T,) -> (T, E)."""
+        x = self.word_embeddings[input_ids]                      # a copy
         if token_type_ids is None:
             x += self.token_type_embeddings[0]
         else:
             x += self.token_type_embeddings[token_type_ids]
-        x += self.position_embeddings[:L]
-        c = self.config
-        return _layer_norm(x, self.norm_weight, self.norm_bias, float(c.layer_norm_eps))
+        if positions is None:
+            x += self.position_embeddings[:input_ids.shape[-1]]
+        else:
+            x += self.position_embeddings[positions]
+        return _layer_norm(x, self.norm_weight, self.norm_bias, float(self.config.layer_norm_eps))
 
     def __call__(self, input_ids, attention_mask=None, token_type_ids=None,
                  output_attentions=False):
@@ -246,14 +265,33 @@ class BertModel:
         """input_ids (B, L) ints; attention_mask (B, L), 1/True = real token,
         0/False = padding (None: no padding); token_type_ids (B, L) or None (all 0).
 
-        Returns the last hidden state (B, L, E); with output_attentions, also a
-        list of per-layer attention probabilities (B, H, L, L) (padding
-        columns are exactly 0)."""
+        Returns the last hidden state (B, L, E), zeros at padding positions;
+        with output_attentions, also a list of per-layer attention
+        probabilities (B, H, L, L) whose padding columns are exactly 0."""
+        x, rows, atts = self.forward_tokens(input_ids, attention_mask, token_type_ids,
+                                            output_attentions)
+        B, L = np.shape(input_ids)
+        if rows is not None:
+            full = np.zeros((B * L, x.shape[-1]), self.dtype)
+            full[rows] = x
+            x = full
+        x = x.reshape(B, L, self.config.hidden_size)
+        return (x, atts) if output_attentions else x
+
+    def forward_tokens(self, input_ids, attention_mask=None, token_type_ids=None,
+                       output_attentions=False):
+        """Like forward, but returns the hidden states of the real tokens only:
+        (x (T, E), rows, attentions) where rows (T,) are the flat positions
+        b*L + l of the real tokens in ascending order (None when nothing is
+        padded: x then holds all B*L positions), attentions a list of
+        (B, H, L, L) or None. Padding positions are never computed except
+        inside attention (as masked keys / ignored queries)."""
         input_ids = np.asarray(input_ids)
         if input_ids.ndim != 2 or input_ids.dtype.kind not in "iu":
             raise ValueError(f"BertModel: input_ids must be a 2-D integer array (B, L), got "
                              f"shape {input_ids.shape} dtype {input_ids.dtype}")
         B, L = input_ids.shape
+        E, H = self.config.hidden_size, self.config.num_attention_heads
         if L > self.max_length:
             raise ValueError(f"BertModel: sequence length {L} exceeds the model's "
                              f"{self.max_length} position embeddings")
@@ -264,7 +302,11 @@ class BertModel:
             if token_type_ids.shape != (B, L):
                 raise ValueError(f"BertModel: token_type_ids has shape {token_type_ids.shape}, "
                                  f"expected {(B, L)}")
-        mask = None
+            if B and L and (token_type_ids.min() < 0
+                            or token_type_ids.max() >= self.config.type_vocab_size):
+                raise ValueError("BertModel: token_type_ids must lie in "
+                                 f"[0, {self.config.type_vocab_size})")
+        mask = rows = None
         if attention_mask is not None:
             am = np.asarray(attention_mask)
             if am.shape != (B, L):
@@ -273,19 +315,26 @@ class BertModel:
             am = am.astype(bool, copy=False)
             if not am.all():
                 mask = am[:, None, None, :]                        # (B, 1, 1, S) key padding
+                rows = np.flatnonzero(am)                          # real tokens, (T,)
+        atts = [] if output_attentions else None
         if B == 0 or L == 0:
-            x = np.zeros((B, L, self.config.hidden_size), self.dtype)
-            if not output_attentions:
-                return x
-            H = self.config.num_attention_heads
-            return x, [np.zeros((B, H, L, L), self.dtype) for _ in self.layers]
-        x = self.embed(input_ids, token_type_ids)
-        attentions = [] if output_attentions else None
-        for layer in self.layers:
-            x, w = layer(x, mask, need_weights=output_attentions)
             if output_attentions:
-                attentions.append(w)
-        return (x, attentions) if output_attentions else x
+                atts = [np.zeros((B, H, L, L), self.dtype) for _ in self.layers]
+            return np.zeros((0, E), self.dtype), None, atts
+        if rows is None:
+            x = self.embed(input_ids.reshape(-1),
+                           None if token_type_ids is None else token_type_ids.reshape(-1),
+                           np.tile(np.arange(L), B))
+        else:
+            x = self.embed(input_ids.reshape(-1)[rows],
+                           None if token_type_ids is None else token_type_ids.reshape(-1)[rows],
+                           rows % L)
+        scratch = None if rows is None else np.zeros((B * L, 3 * E), self.dtype)
+        for layer in self.layers:
+            x, w = layer.forward_tokens(x, B, L, rows, mask, output_attentions, scratch)
+            if output_attentions:
+                atts.append(w)
+        return x, rows, atts
 
 
 def load_safetensors(path):

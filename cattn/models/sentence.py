@@ -174,8 +174,8 @@ class SentenceEncoder:
             for start in range(0, N, batch_size):
                 idx = order[start:start + batch_size]
                 ids, mask = self._pad([encodings[i] for i in idx])
-                hidden = self.model(ids, mask)                  # (B, L, E)
-                out[idx] = _mean_pool(hidden, mask)
+                x, _, _ = self.model.forward_tokens(ids, mask)  # (T, E) real tokens only
+                out[idx] = _mean_pool(x, mask.sum(axis=1))
                 bar.update(len(idx))
         if normalize_embeddings:
             norms = np.sqrt(np.einsum("ne,ne->n", out, out))
@@ -220,11 +220,16 @@ class SentenceEncoder:
         return att[:, 0] if single else att
 
 
-def _mean_pool(hidden, mask):
-    """hidden (B, L, E), mask (B, L) bool -> mean over real tokens (B, E)."""
-    m = mask.astype(hidden.dtype)
-    s = np.einsum("ble,bl->be", hidden, m)
-    return s / np.maximum(m.sum(axis=1), 1e-9)[:, None]
+def _mean_pool(x, lengths):
+    """Mean over each sequence's real tokens: x (T, E) holds the tokens of
+    sequence 0, then 1, ... (lengths (B,), sum T) -> (B, E)."""
+    B, E = len(lengths), x.shape[-1]
+    out = np.zeros((B, E), x.dtype)
+    nz = lengths > 0
+    if nz.any():
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])[nz]
+        out[nz] = np.add.reduceat(x, starts, axis=0) / lengths[nz, None].astype(x.dtype)
+    return out
 
 
 def _isatty(f):
