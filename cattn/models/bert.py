@@ -7,8 +7,13 @@ hidden state, for inference (no dropout, no pooler head, no cross-attention,
 absolute position embeddings only). What it is not: a tokenizer or a pooling
 layer (see cattn.models.sentence), and it never imports torch.
 
-Legend: B batch, L tokens per sequence (padded), E hidden size, H heads,
-D = E / H head dim, F intermediate (FFN) size, V vocabulary.
+Legend: B batch, L tokens per sequence (padded), T real (unpadded) tokens
+of a batch, E hidden size, H heads, D = E / H head dim, F intermediate (FFN)
+size, V vocabulary.
+
+Padding: the GEMMs, norms and GELU run on the T real tokens only, stacked as
+(T, E) rows; only attention sees the padded (B, L) layout (a key-padding
+mask (B, 1, 1, L), True = real token), so padding costs nothing outside it.
 
 Per layer (post-LN, as BERT):
     qkv  = x W_qkv^T + b_qkv                 one GEMM: W_qkv (3E, E) is the

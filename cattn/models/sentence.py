@@ -152,7 +152,8 @@ class SentenceEncoder:
         truncated at max_seq_length tokens, sorted by length into batches of
         batch_size (padding cut to each batch's longest) and returned in
         input order. show_progress_bar=None shows a stderr bar when N > 256
-        and stderr is a terminal."""
+        and stderr is a terminal. convert_to_numpy is accepted for
+        sentence-transformers compatibility (the result is always NumPy)."""
         single = isinstance(sentences, str)
         if single:
             sentences = [sentences]
