@@ -328,12 +328,12 @@ def test_cli_attention(tmp_path, capsys):
 
 # ---- sentence-transformers (torch) on the benchmark corpus ----------------------
 
-def test_matches_sentence_transformers_on_corpus(enc):
+def test_matches_sentence_transformers_on_corpus(enc, monkeypatch):
     pytest.importorskip("torch", reason="the sentence-transformers comparison needs torch")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")     # local model directory, no hub access
     st = pytest.importorskip("sentence_transformers",
                              reason="the comparison needs sentence-transformers")
     import torch
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     corpus = _corpus(1000)[::10]                 # 100 sentences: keep the test fast
     prev = torch.get_num_threads()
     torch.set_num_threads(2)
