@@ -115,7 +115,8 @@ int cattn_act_##SFX(T *y, int64_t ys, const T *x, int64_t xs,                   
     const cattn_act_##SFX##_t f = cattn_kt.act_##SFX;                            \
     const int64_t nch = cattn_cdiv(n, ACT_CHUNK), units = rows * nch;            \
     const int nt = cattn_rows_threads(rows * n, n_threads);                      \
-    _Pragma("omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)") \
+    (void)nt;                                   /* unused without OpenMP */      \
+    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)) \
     for (int64_t u = 0; u < units; u++) {                                        \
         const int64_t r = u / nch, c = (u % nch) * ACT_CHUNK;                    \
         f(y + r * ys + c, x + r * xs + c, cattn_min64(ACT_CHUNK, n - c), act);   \

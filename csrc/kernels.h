@@ -183,6 +183,13 @@ static inline int64_t cattn_max64(int64_t a, int64_t b) { return a > b ? a : b; 
 static inline int64_t cattn_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline int64_t cattn_round_up(int64_t a, int64_t b) { return cattn_cdiv(a, b) * b; }
 
+/* an OpenMP directive inside a macro body; nothing without OpenMP */
+#ifdef _OPENMP
+#define CATTN_OMP(...) _Pragma(#__VA_ARGS__)
+#else
+#define CATTN_OMP(...)
+#endif
+
 #ifdef _OPENMP
 #include <omp.h>
 #define CATTN_TID() omp_get_thread_num()

@@ -84,7 +84,8 @@ int cattn_layer_norm_##SFX(T *y, int64_t ys, const T *x, int64_t xs,            
     const cattn_ln_row_##SFX##_t row = cattn_kt.layer_norm_row_##SFX;            \
     const int nt = cattn_rows_threads(rows * n, n_threads);                      \
     const int64_t rc = cattn_rows_chunk(n);                                      \
-    _Pragma("omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)") \
+    (void)nt; (void)rc;                         /* unused without OpenMP */      \
+    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)) \
     for (int64_t r = 0; r < rows; r++) row(y + r * ys, x + r * xs, weight, bias, n, eps); \
     return CATTN_OK;                                                             \
 }                                                                                \
@@ -98,7 +99,8 @@ int cattn_rms_norm_##SFX(T *y, int64_t ys, const T *x, int64_t xs,              
     const cattn_rms_row_##SFX##_t row = cattn_kt.rms_norm_row_##SFX;             \
     const int nt = cattn_rows_threads(rows * n, n_threads);                      \
     const int64_t rc = cattn_rows_chunk(n);                                      \
-    _Pragma("omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)") \
+    (void)nt; (void)rc;                         /* unused without OpenMP */      \
+    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)) \
     for (int64_t r = 0; r < rows; r++) row(y + r * ys, x + r * xs, weight, n, eps); \
     return CATTN_OK;                                                             \
 }

@@ -104,7 +104,7 @@ int cattn_softmax_##SFX(T *y, int64_t yso, int64_t ysn, int64_t ysi,            
         /* columns: units of (outer index, block of COLS columns) */             \
         const cattn_smx_cols_##SFX##_t cols = cattn_kt.softmax_cols_##SFX;       \
         const int64_t nblk = cattn_cdiv(inner, COLS), units = outer * nblk;      \
-        _Pragma("omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)") \
+        CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)) \
         for (int64_t u = 0; u < units; u++) {                                    \
             const int64_t o = u / nblk, j0 = (u % nblk) * COLS;                  \
             cols(y + o * yso + j0, ysn, x + o * xso + j0, xsn, n,                \
@@ -122,7 +122,8 @@ int cattn_softmax_##SFX(T *y, int64_t yso, int64_t ysn, int64_t ysi,            
         if (!buf) return CATTN_ENOMEM;                                           \
     }                                                                            \
     const int64_t rows = outer * inner, rc = cattn_rows_chunk(n);                \
-    _Pragma("omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)") \
+    (void)rc;                                   /* unused without OpenMP */      \
+    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)) \
     for (int64_t r = 0; r < rows; r++) {                                         \
         T *tmp = buf ? buf + ld * CATTN_TID() : NULL;                            \
         const int64_t o = r / inner, j = r % inner;                              \
