@@ -161,21 +161,27 @@ def main(argv=None):
     else:
         agree = None
 
-    # throughput: alternating blocks, each one full corpus pass after a warm-up
+    # throughput: alternating blocks, each one full corpus pass after a warm-up;
+    # the order alternates per round (cattn first, then torch first, ...)
     tput = {lib: [] for lib in fns}
+    loads = []
     for r in range(args.rounds):
-        for lib, f in fns.items():
+        order = list(fns) if r % 2 == 0 else list(fns)[::-1]
+        for lib in order:
+            f = fns[lib]
             warm(f["short"], 0.3)
             dt = time_block(f["corpus"])
             tput[lib].append(len(corpus) / dt)
             print(f"  round {r + 1}: {lib:5s} {len(corpus) / dt:7.1f} sentences/s "
                   f"({dt:.2f} s)", flush=True)
+        loads.append(_load_avg()[0] if _load_avg() else None)
 
     # latency: blocks of single-sentence calls
     lat = {lib: {} for lib in fns}
     for which in ("short", "medium"):
         for r in range(max(1, args.rounds)):
-            for lib, f in fns.items():
+            for lib in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+                f = fns[lib]
                 warm(f[which], 0.3)
                 lat[lib].setdefault(which, []).append(
                     time_block(f[which], args.latency_time, 5) * 1e3)
@@ -213,6 +219,20 @@ def main(argv=None):
             line += f"{b:12.2f}{ratio:8.2f}x"
         print(line)
     res["ratios_cattn_faster"] = ratios
+    if "torch" in fns:
+        # paired per round (the two blocks of a round ran back to back): robust
+        # to the machine's load drifting between rounds
+        t_c, t_t = np.array(tput["cattn"]), np.array(tput["torch"])
+        paired = {"throughput": (t_c / t_t).tolist()}
+        for which in ("short", "medium"):
+            paired[f"latency_{which}"] = (np.array(lat["torch"][which])
+                                          / np.array(lat["cattn"][which])).tolist()
+        res["paired_ratios_cattn_faster"] = paired
+        res["load_average_per_round"] = loads
+        print("paired per-round ratios (cattn faster by): " + "; ".join(
+            f"{k} median {np.median(v):.2f}x [{', '.join(f'{x:.2f}' for x in v)}]"
+            for k, v in paired.items()))
+        print(f"1-min load average after each throughput round: {loads}")
     if "torch" in fns:
         lat_ratio = c["latency_ms"]["short"] / res["libs"]["torch"]["latency_ms"]["short"]
         print(f"(ratio > 1: cattn faster; short-sentence latency cattn/torch = {lat_ratio:.2f}, "
