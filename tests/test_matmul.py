@@ -347,3 +347,11 @@ def test_nan_and_inf_only_where_they_belong(rng, dtype, mnk):
     np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
     assert np.isfinite(ref).sum() == (M - 1) * (N - 1)   # last row NaN, last column inf/NaN
     check_matmul(got[:-1, :-1], a[:-1], b[:, :-1])
+
+
+def test_out_with_zero_stride_rejected(rng):
+    """threads would race on an out whose elements alias each other"""
+    a, b = randn(rng, (4, 3)), randn(rng, (3, 5))
+    out = np.lib.stride_tricks.as_strided(np.zeros(5, np.float32), (4, 5), (0, 4))
+    with pytest.raises(ValueError, match="overlapping elements"):
+        cattn.matmul(a, b, out=out)

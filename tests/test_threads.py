@@ -139,12 +139,6 @@ print("ok")
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kernel bug (csrc/gemm_tmpl.h, gemm_batched independent mode): per-thread "
-    "scratch stride bsz + asz is not a multiple of 64 elements, so thread >= 1 "
-    "packs B at a misaligned address and the AVX2 kernel's aligned loads "
-    "segfault (e.g. (40,17,65) @ (40,65,9) with 2 threads). Remove this mark "
-    "when fixed."))
 def test_batch_independent_bitwise_equal_across_thread_counts():
     assert run_python(BATCH_INDEPENDENT).strip() == "ok"
 
