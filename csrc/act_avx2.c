@@ -28,6 +28,12 @@
 #include "kernels.h"
 #include "vexp_avx2.h"
 
+/* a constant vector read from memory (4 equal doubles, 32-byte aligned), so
+ * that it folds into the FMA as a memory operand instead of a broadcast the
+ * compiler would hoist and spill: the hot loops stay free of spills */
+#define ACT_K(v) ({ static const double k_[4] __attribute__((aligned(32))) = {v, v, v, v}; \
+                    _mm256_load_pd(k_); })
+
 /* -------------------- double-lane math (float64 and float32) -------------------- */
 
 static inline __m256d act_abs_pd(__m256d x)
@@ -101,19 +107,19 @@ static inline __m256d act_gelu_pd(__m256d x)
  * then Taylor to r^9 (remainder < 1e-11 on |r| <= ln2/2) */
 static inline __m256d act_expneg9_pd(__m256d x)
 {
-    const __m256d lo = _mm256_set1_pd(CATTN_EXP_LO_F64);
-    const __m256d magic = _mm256_set1_pd(6755399441056767.0);     /* 1.5 * 2^52 + 1023 */
+    const __m256d lo = ACT_K(CATTN_EXP_LO_F64);
+    const __m256d magic = ACT_K(6755399441056767.0);     /* 1.5 * 2^52 + 1023 */
     const __m256d xc = _mm256_max_pd(lo, x);
-    const __m256d t = _mm256_fmadd_pd(xc, _mm256_set1_pd(1.4426950408889634074), magic);
+    const __m256d t = _mm256_fmadd_pd(xc, ACT_K(1.4426950408889634074), magic);
     const __m256d n = _mm256_sub_pd(t, magic);
-    __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93145751953125e-1), xc);
-    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.42860682030941723212e-6), r);
+    __m256d r = _mm256_fnmadd_pd(n, ACT_K(6.93145751953125e-1), xc);
+    r = _mm256_fnmadd_pd(n, ACT_K(1.42860682030941723212e-6), r);
     const __m256d r2 = _mm256_mul_pd(r, r), r4 = _mm256_mul_pd(r2, r2);
-    const __m256d p01 = _mm256_add_pd(_mm256_set1_pd(1.0), r);
-    const __m256d p23 = _mm256_fmadd_pd(_mm256_set1_pd(1.0 / 6), r, _mm256_set1_pd(0.5));
-    const __m256d p45 = _mm256_fmadd_pd(_mm256_set1_pd(1.0 / 120), r, _mm256_set1_pd(1.0 / 24));
-    const __m256d p67 = _mm256_fmadd_pd(_mm256_set1_pd(1.0 / 5040), r, _mm256_set1_pd(1.0 / 720));
-    const __m256d p89 = _mm256_fmadd_pd(_mm256_set1_pd(1.0 / 362880), r, _mm256_set1_pd(1.0 / 40320));
+    const __m256d p01 = _mm256_add_pd(ACT_K(1.0), r);
+    const __m256d p23 = _mm256_fmadd_pd(ACT_K(1.0 / 6), r, ACT_K(0.5));
+    const __m256d p45 = _mm256_fmadd_pd(ACT_K(1.0 / 120), r, ACT_K(1.0 / 24));
+    const __m256d p67 = _mm256_fmadd_pd(ACT_K(1.0 / 5040), r, ACT_K(1.0 / 720));
+    const __m256d p89 = _mm256_fmadd_pd(ACT_K(1.0 / 362880), r, ACT_K(1.0 / 40320));
     const __m256d q0 = _mm256_fmadd_pd(p23, r2, p01), q1 = _mm256_fmadd_pd(p67, r2, p45);
     __m256d p = _mm256_fmadd_pd(q1, r4, q0);
     p = _mm256_fmadd_pd(p89, _mm256_mul_pd(r4, r4), p);
@@ -124,22 +130,30 @@ static inline __m256d act_expneg9_pd(__m256d x)
 /* erfcx(a) = exp(a^2) erfc(a) = P(t), t = (a - 3)/(a + 3): degree 12 on
  * a in [0, 10.3], fit error 1.5e-11 absolute, 2.8e-10 relative; a_0 .. a_12.
  * (erfcx is smooth in t up to t = 1: it falls like 1/(a sqrt pi).) */
-static const double act_gelu_p32[13] = {
-    0x1.6e9827d1f0e4ep-3, -0x1.4e102b9f32ea8p-2, 0x1.f6ff2065e3b3ap-3, -0x1.336ffb0df3987p-3,
-    0x1.258b0ca1d067cp-4, -0x1.8fa5fd8da5915p-6, 0x1.17cbcaebfec48p-8, 0x1.73737c24c7cddp-11,
-    -0x1.395c37cc03e77p-11, 0x1.65caf5bd922aep-15, 0x1.0d7427b3b05fbp-14, -0x1.25074c52a9953p-17,
-    -0x1.aa8ec6629004bp-18,
+static const double act_gelu_p32[13][4] __attribute__((aligned(32))) = {
+    {0x1.6e9827d1f0e4ep-3, 0x1.6e9827d1f0e4ep-3, 0x1.6e9827d1f0e4ep-3, 0x1.6e9827d1f0e4ep-3},
+    {-0x1.4e102b9f32ea8p-2, -0x1.4e102b9f32ea8p-2, -0x1.4e102b9f32ea8p-2, -0x1.4e102b9f32ea8p-2},
+    {0x1.f6ff2065e3b3ap-3, 0x1.f6ff2065e3b3ap-3, 0x1.f6ff2065e3b3ap-3, 0x1.f6ff2065e3b3ap-3},
+    {-0x1.336ffb0df3987p-3, -0x1.336ffb0df3987p-3, -0x1.336ffb0df3987p-3, -0x1.336ffb0df3987p-3},
+    {0x1.258b0ca1d067cp-4, 0x1.258b0ca1d067cp-4, 0x1.258b0ca1d067cp-4, 0x1.258b0ca1d067cp-4},
+    {-0x1.8fa5fd8da5915p-6, -0x1.8fa5fd8da5915p-6, -0x1.8fa5fd8da5915p-6, -0x1.8fa5fd8da5915p-6},
+    {0x1.17cbcaebfec48p-8, 0x1.17cbcaebfec48p-8, 0x1.17cbcaebfec48p-8, 0x1.17cbcaebfec48p-8},
+    {0x1.73737c24c7cddp-11, 0x1.73737c24c7cddp-11, 0x1.73737c24c7cddp-11, 0x1.73737c24c7cddp-11},
+    {-0x1.395c37cc03e77p-11, -0x1.395c37cc03e77p-11, -0x1.395c37cc03e77p-11, -0x1.395c37cc03e77p-11},
+    {0x1.65caf5bd922aep-15, 0x1.65caf5bd922aep-15, 0x1.65caf5bd922aep-15, 0x1.65caf5bd922aep-15},
+    {0x1.0d7427b3b05fbp-14, 0x1.0d7427b3b05fbp-14, 0x1.0d7427b3b05fbp-14, 0x1.0d7427b3b05fbp-14},
+    {-0x1.25074c52a9953p-17, -0x1.25074c52a9953p-17, -0x1.25074c52a9953p-17, -0x1.25074c52a9953p-17},
+    {-0x1.aa8ec6629004bp-18, -0x1.aa8ec6629004bp-18, -0x1.aa8ec6629004bp-18, -0x1.aa8ec6629004bp-18},
 };
 
 static inline __m256d act_gelu_f32_pd(__m256d x)   /* x: a float32 value */
 {
-    const __m256d half = _mm256_set1_pd(0.5);
-    const __m256d K = _mm256_set1_pd(3.0), lim = _mm256_set1_pd(14.5);
+    const __m256d half = ACT_K(0.5);
+    const __m256d K = ACT_K(3.0), lim = ACT_K(14.5);
     const __m256d xc = _mm256_min_pd(lim, _mm256_max_pd(_mm256_sub_pd(_mm256_setzero_pd(), lim), x));
-    const __m256d a = _mm256_mul_pd(act_abs_pd(xc), _mm256_set1_pd(0.70710678118654752440));
+    const __m256d a = _mm256_mul_pd(act_abs_pd(xc), ACT_K(0.70710678118654752440));
     const __m256d t = _mm256_div_pd(_mm256_sub_pd(a, K), _mm256_add_pd(a, K));
-    const double *c = act_gelu_p32;
-#define ACT_C(k) _mm256_set1_pd(c[k])
+#define ACT_C(k) _mm256_load_pd(act_gelu_p32[k])
     const __m256d t2 = _mm256_mul_pd(t, t), t4 = _mm256_mul_pd(t2, t2);
     const __m256d p01 = _mm256_fmadd_pd(ACT_C(1), t, ACT_C(0)), p23 = _mm256_fmadd_pd(ACT_C(3), t, ACT_C(2));
     const __m256d p45 = _mm256_fmadd_pd(ACT_C(5), t, ACT_C(4)), p67 = _mm256_fmadd_pd(ACT_C(7), t, ACT_C(6));
@@ -151,13 +165,13 @@ static inline __m256d act_gelu_f32_pd(__m256d x)   /* x: a float32 value */
     __m256d p = _mm256_fmadd_pd(q1, t4, q0);
     p = _mm256_fmadd_pd(q3, _mm256_mul_pd(t4, t4), p);                  /* erfcx(a) */
     __m256d cc = _mm256_mul_pd(_mm256_mul_pd(half, xc), p);
-    cc = _mm256_mul_pd(cc, act_expneg9_pd(_mm256_mul_pd(_mm256_set1_pd(-0.5), _mm256_mul_pd(xc, xc))));
+    cc = _mm256_mul_pd(cc, act_expneg9_pd(_mm256_mul_pd(ACT_K(-0.5), _mm256_mul_pd(xc, xc))));
     return _mm256_blendv_pd(_mm256_sub_pd(x, cc), cc, x);      /* sign bit of x: c (-0 -> -0) */
 }
 
 static inline __m256d act_xsigmoid_f32_pd(__m256d xn, __m256d z)
 {
-    const __m256d one = _mm256_set1_pd(1.0);
+    const __m256d one = ACT_K(1.0);
     __m256d e = act_expneg9_pd(_mm256_sub_pd(_mm256_setzero_pd(), act_abs_pd(z)));
     __m256d num = _mm256_blendv_pd(one, e, _mm256_cmp_pd(z, _mm256_setzero_pd(), _CMP_LT_OQ));
     return _mm256_div_pd(_mm256_mul_pd(xn, num), _mm256_add_pd(one, e));
@@ -165,26 +179,17 @@ static inline __m256d act_xsigmoid_f32_pd(__m256d xn, __m256d z)
 
 static inline __m256d act_silu_f32_pd(__m256d x)
 {
-    return act_xsigmoid_f32_pd(_mm256_max_pd(_mm256_set1_pd(-200.0), x), x);
+    return act_xsigmoid_f32_pd(_mm256_max_pd(ACT_K(-200.0), x), x);
 }
 
 static inline __m256d act_gelu_tanh_f32_pd(__m256d x)
 {
-    const __m256d xn = _mm256_max_pd(_mm256_set1_pd(-30.0), x);
-    const __m256d z = _mm256_mul_pd(xn, _mm256_fmadd_pd(_mm256_set1_pd(0.07135481627260025),
+    const __m256d xn = _mm256_max_pd(ACT_K(-30.0), x);
+    const __m256d z = _mm256_mul_pd(xn, _mm256_fmadd_pd(ACT_K(0.07135481627260025),
                                                         _mm256_mul_pd(xn, xn),
-                                                        _mm256_set1_pd(1.5957691216057308)));
+                                                        ACT_K(1.5957691216057308)));
     return act_xsigmoid_f32_pd(xn, z);
 }
-
-/* apply a double-lane function F to 8 floats */
-#define ACT_VIA_PD(F, v)                                                         \
-    _mm256_set_m128(_mm256_cvtpd_ps(F(_mm256_cvtps_pd(_mm256_extractf128_ps((v), 1)))), \
-                    _mm256_cvtpd_ps(F(_mm256_cvtps_pd(_mm256_castps256_ps128(v)))))
-
-static inline __m256 act_gelu_ps(__m256 x) { return ACT_VIA_PD(act_gelu_f32_pd, x); }
-static inline __m256 act_gelu_tanh_ps(__m256 x) { return ACT_VIA_PD(act_gelu_tanh_f32_pd, x); }
-static inline __m256 act_silu_ps(__m256 x) { return ACT_VIA_PD(act_silu_f32_pd, x); }
 
 /* ---------------------------- float32 ---------------------------- */
 
@@ -210,13 +215,30 @@ static inline __m256 act_relu_ps(__m256 x)
         }                                                                        \
     } while (0)
 
+/* float32 data through a double-lane function F, 4 floats per 128-bit load
+ * and store: no 256-bit insert / extract, and in the GEMM epilogue each load
+ * matches one 16-byte store of the bias loop (a 32-byte load spanning two
+ * such stores would miss store-to-load forwarding) */
+#define ACT_LOOP_PS_VIA_PD(F)                                                    \
+    do {                                                                         \
+        int64_t i = 0;                                                           \
+        for (; i + 4 <= n; i += 4)                                               \
+            _mm_storeu_ps(y + i, _mm256_cvtpd_ps(F(_mm256_cvtps_pd(_mm_loadu_ps(x + i))))); \
+        if (i < n) {                                         /* tail */          \
+            float buf[4] __attribute__((aligned(16))) = {0};                     \
+            memcpy(buf, x + i, sizeof(float) * (size_t)(n - i));                 \
+            _mm_store_ps(buf, _mm256_cvtpd_ps(F(_mm256_cvtps_pd(_mm_load_ps(buf))))); \
+            memcpy(y + i, buf, sizeof(float) * (size_t)(n - i));                 \
+        }                                                                        \
+    } while (0)
+
 void cattn_act_avx2_f32(float *y, const float *x, int64_t n, int act)
 {
     switch (act) {
     case CATTN_ACT_RELU: ACT_LOOP_PS(act_relu_ps); break;
-    case CATTN_ACT_GELU: ACT_LOOP_PS(act_gelu_ps); break;
-    case CATTN_ACT_GELU_TANH: ACT_LOOP_PS(act_gelu_tanh_ps); break;
-    case CATTN_ACT_SILU: ACT_LOOP_PS(act_silu_ps); break;
+    case CATTN_ACT_GELU: ACT_LOOP_PS_VIA_PD(act_gelu_f32_pd); break;
+    case CATTN_ACT_GELU_TANH: ACT_LOOP_PS_VIA_PD(act_gelu_tanh_f32_pd); break;
+    case CATTN_ACT_SILU: ACT_LOOP_PS_VIA_PD(act_silu_f32_pd); break;
     default: if (y != x) memmove(y, x, sizeof(float) * (size_t)n); break;
     }
 }
