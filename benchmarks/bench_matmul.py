@@ -9,8 +9,12 @@ after ~0.3 s of untimed warm-up: OpenBLAS threads keep spinning for >0.1 s
 after a call and slow an OpenMP kernel that runs right after (RESEARCH.md).
 Threads: numpy via threadpoolctl (user_api="blas"), torch via
 torch.set_num_threads, cattn via cattn.num_threads.
+
+On a shared machine, CATTN_BENCH_PASSES=2 (or more) runs every group's
+cattn/numpy/torch sequence again; report.py keeps each library's best pass.
 """
 import contextlib
+import os
 import time
 
 import numpy as np
@@ -43,13 +47,14 @@ def _label(shape, dtype, threads):
     return f"{lead}{M}x{K}@{K}x{N} {dtype} {threads}T"
 
 
-def _id(shape, dtype, threads, lib):  # -k friendly: e.g. "b96-128x64x128-float32-2T-cattn"
+def _id(shape, dtype, threads, lib, p):  # -k friendly: "b96-128x64x128-float32-2T-cattn"
     nb, M, K, N = shape
-    return f"b{nb}-{M}x{K}x{N}-{dtype}-{threads}T-{lib}"
+    return f"b{nb}-{M}x{K}x{N}-{dtype}-{threads}T-{lib}" + (f"-pass{p}" if p else "")
 
 
-PARAMS = [pytest.param(shape, dtype, threads, lib, id=_id(shape, dtype, threads, lib))
-          for shape, dtype, threads in CONFIGS for lib in LIBS]
+PASSES = int(os.environ.get("CATTN_BENCH_PASSES", "1"))
+PARAMS = [pytest.param(shape, dtype, threads, lib, p, id=_id(shape, dtype, threads, lib, p))
+          for shape, dtype, threads in CONFIGS for p in range(PASSES) for lib in LIBS]
 
 
 @contextlib.contextmanager
@@ -102,8 +107,8 @@ def _make(shape, dtype, lib):
     return a, b, lambda: torch.matmul(ta, tb).numpy()
 
 
-@pytest.mark.parametrize("shape,dtype,threads,lib", PARAMS)
-def test_matmul(benchmark, shape, dtype, threads, lib):
+@pytest.mark.parametrize("shape,dtype,threads,lib,pass_", PARAMS)
+def test_matmul(benchmark, shape, dtype, threads, lib, pass_):
     nb, M, K, N = shape
     flops = 2.0 * nb * M * N * K
     a, b, fn = _make(shape, dtype, lib)
@@ -114,7 +119,7 @@ def test_matmul(benchmark, shape, dtype, threads, lib):
         rounds = int(min(200, max(5, 0.6 / (t * iterations))))
         result = benchmark.pedantic(fn, rounds=rounds, iterations=iterations, warmup_rounds=1)
     median = benchmark.stats.stats.median
-    benchmark.extra_info.update(lib=lib, dtype=dtype, threads=threads, flops=flops,
+    benchmark.extra_info.update(lib=lib, dtype=dtype, threads=threads, flops=flops, pass_=pass_,
                                 gflops=round(flops / median / 1e9, 2))
     # not timed: the result must be right (vs numpy in the same dtype)
     want = np.matmul(a, b)

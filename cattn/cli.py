@@ -1,4 +1,6 @@
-"""cattn's command line: `cattn info`, `cattn bench`, `cattn demo` (also `python -m cattn ...`)."""
+"""cattn's command line: `cattn info`, `cattn bench`, `cattn demo`, and the sentence-encoder
+commands `cattn embed | similarity | attention` (cattn/models/cli_models.py); also
+`python -m cattn ...`."""
 import argparse
 import os
 import sys
@@ -50,7 +52,8 @@ def _threads_arg(s):
 
 def build_parser():
     p = argparse.ArgumentParser(prog="cattn", description="cattn: a CPU attention engine")
-    sub = p.add_subparsers(dest="command", metavar="{info,bench,demo}")
+    sub = p.add_subparsers(dest="command",
+                           metavar="{info,bench,demo,embed,similarity,attention}")
     sub.required = True
     pi = sub.add_parser("info", help="print version, compiler, OpenMP, kernel path, "
                                      "block sizes and threads")
@@ -66,6 +69,8 @@ def build_parser():
     pb.set_defaults(func=_bench)
     pd = sub.add_parser("demo", help="the textbook self-attention example, step by step")
     pd.set_defaults(func=_demo)
+    from .models.cli_models import add_commands
+    add_commands(sub)
     return p
 
 
