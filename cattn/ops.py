@@ -141,16 +141,19 @@ def linear(x, weight, bias=None, *, activation=None, out=None):
     if (out is None and type(x) is np.ndarray and type(weight) is np.ndarray
             and x.dtype == weight.dtype and x.dtype in FLOAT_DTYPES and x.ndim >= 1
             and weight.ndim == 2 and x.shape[-1] == weight.shape[1]
-            and x.flags.c_contiguous and weight.flags.c_contiguous
+            and x.flags.c_contiguous and weight.flags.aligned
+            and not (weight.strides[0] % weight.itemsize or weight.strides[1] % weight.itemsize)
             and (bias is None or (type(bias) is np.ndarray and bias.dtype == x.dtype
                                   and bias.shape == (weight.shape[0],)
                                   and bias.flags.c_contiguous))):
-        # fast path (inference hot loop): contiguous, one dtype, no out=
+        # fast path (inference hot loop): contiguous x, any weight layout
+        # (e.g. stored transposed), one dtype, no out=
         N, K = weight.shape
         act = _act_code(activation, op)
+        sw0, sw1 = (st // weight.itemsize for st in weight.strides)
         y = np.empty(x.shape[:-1] + (N,), dtype=x.dtype)
         if y.size:
-            _ext.gemm(y, N, 1, x, K, 1, weight, 1, K, y.size // N, N, K, 1.0, 0.0,
+            _ext.gemm(y, N, 1, x, K, 1, weight, sw1, sw0, y.size // N, N, K, 1.0, 0.0,
                       bias, act, get_num_threads())
         return y
     x = as_float_array(x, "x", op)

@@ -202,50 +202,6 @@ static inline void pv_rows_avx2_f64(double *o, const double *p, const double *V,
     }
 }
 
-/* Q^T panels for float32: qp[jp][e][j] = Q[jp*16+j][e] * scale, 8x8 blocks
- * transposed in registers; rows past br are zeros, ragged edges scalar. */
-static void pack_qt_avx2_f32(float *qp, const float *Q, int64_t rsq, int64_t br, int64_t brp,
-                             int64_t E, float scale)
-{
-    const __m256 vs = _mm256_set1_ps(scale);
-    const int64_t E8 = E & ~(int64_t)7;
-    for (int64_t i0 = 0; i0 < brp; i0 += 8) {
-        float *dst = qp + (i0 / 16) * 16 * E + (i0 % 16);
-        if (i0 + 8 <= br) {
-            const float *q = Q + i0 * rsq;
-            for (int64_t e = 0; e < E8; e += 8) {
-                __m256 r0 = _mm256_loadu_ps(q + 0 * rsq + e), r1 = _mm256_loadu_ps(q + 1 * rsq + e),
-                       r2 = _mm256_loadu_ps(q + 2 * rsq + e), r3 = _mm256_loadu_ps(q + 3 * rsq + e),
-                       r4 = _mm256_loadu_ps(q + 4 * rsq + e), r5 = _mm256_loadu_ps(q + 5 * rsq + e),
-                       r6 = _mm256_loadu_ps(q + 6 * rsq + e), r7 = _mm256_loadu_ps(q + 7 * rsq + e);
-                __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
-                       t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
-                       t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
-                       t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-                __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-                       u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
-                       u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
-                       u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-                float *d = dst + e * 16;
-                _mm256_storeu_ps(d + 0 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u0, u4, 0x20)));
-                _mm256_storeu_ps(d + 1 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u1, u5, 0x20)));
-                _mm256_storeu_ps(d + 2 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u2, u6, 0x20)));
-                _mm256_storeu_ps(d + 3 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u3, u7, 0x20)));
-                _mm256_storeu_ps(d + 4 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u0, u4, 0x31)));
-                _mm256_storeu_ps(d + 5 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u1, u5, 0x31)));
-                _mm256_storeu_ps(d + 6 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u2, u6, 0x31)));
-                _mm256_storeu_ps(d + 7 * 16, _mm256_mul_ps(vs, _mm256_permute2f128_ps(u3, u7, 0x31)));
-            }
-            for (int64_t e = E8; e < E; e++)                                   /* tail */
-                for (int j = 0; j < 8; j++) dst[e * 16 + j] = q[j * rsq + e] * scale;
-        } else {                                        /* ragged or padded rows */
-            for (int64_t e = 0; e < E; e++)
-                for (int j = 0; j < 8; j++)
-                    dst[e * 16 + j] = i0 + j < br ? Q[(i0 + j) * rsq + e] * scale : 0.0f;
-        }
-    }
-}
-
 static inline float exp1_avx2_f32(float x) { return cattn_exp_f32(x); }
 static inline double exp1_avx2_f64(double x) { return cattn_exp_f64(x); }
 
@@ -262,7 +218,7 @@ static inline double exp1_avx2_f64(double x) { return cattn_exp_f64(x); }
 #define expsum expsum_avx2_f32
 #define pv_rows pv_rows_avx2_f32
 #define expf1 exp1_avx2_f32
-#define pack_qt pack_qt_avx2_f32
+#define pack_qt cattn_pack_t16_avx2_f32
 #include "attention_tmpl.h"
 #undef T
 #undef SFX

@@ -27,8 +27,8 @@
 #define CATTN_NC_F64 2040
 
 /* Up to this many rows of A, a GEMM with a transposed B (linear layers)
- * runs as dot products over the weight rows, without packing. */
-#define CATTN_GEMV_MAX_M 4
+ * runs on the small-M kernel reading the weight rows in place (no packing). */
+#define CATTN_GEMV_MAX_M 12
 
 /* Below this many flops (2*M*N*K) a GEMM runs on one thread. */
 #define CATTN_GEMM_MIN_FLOPS_PER_THREAD (1 << 18)

@@ -13,6 +13,7 @@
 #define CATTN_KT_PORTABLE {                                                      \
     .name = "portable", .gemm_f32 = cattn_ukr_ref_f32, .gemm_f64 = cattn_ukr_ref_f64, \
     .dotn_f32 = cattn_dotn_ref_f32, .dotn_f64 = cattn_dotn_ref_f64,              \
+    .gemv_tn_f32 = cattn_gemv_tn_ref_f32, .gemv_tn_f64 = cattn_gemv_tn_ref_f64,  \
     .softmax_row_f32 = cattn_softmax_row_ref_f32,                                \
     .softmax_row_f64 = cattn_softmax_row_ref_f64,                                \
     .softmax_cols_f32 = cattn_softmax_cols_ref_f32,                              \
@@ -55,6 +56,9 @@ void cattn_init(void)
         kt.gemm_f64 = cattn_ukr_avx2_f64;
         kt.dotn_f32 = cattn_dotn_avx2_f32;
         kt.dotn_f64 = cattn_dotn_avx2_f64;
+        kt.gemv_tn_f32 = cattn_gemv_tn_avx2_f32;
+        kt.gemv_tn_f64 = cattn_gemv_tn_avx2_f64;
+        kt.pack_t16_f32 = cattn_pack_t16_avx2_f32;
         kt.softmax_row_f32 = cattn_softmax_row_avx2_f32;
         kt.softmax_row_f64 = cattn_softmax_row_avx2_f64;
         kt.softmax_cols_f32 = cattn_softmax_cols_avx2_f32;

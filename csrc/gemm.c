@@ -16,7 +16,8 @@ typedef cattn_ukr_f64_t cattn_ukr_t_f64;
 #define MC CATTN_MC_F32
 #define NC CATTN_NC_F32
 #define UKR cattn_kt.gemm_f32
-#define DOTN cattn_kt.dotn_f32
+#define GEMV_TN cattn_kt.gemv_tn_f32
+#define PACK_BT cattn_kt.pack_t16_f32
 #include "gemm_tmpl.h"
 #undef T
 #undef SFX
@@ -26,7 +27,7 @@ typedef cattn_ukr_f64_t cattn_ukr_t_f64;
 #undef MC
 #undef NC
 #undef UKR
-#undef DOTN
+#undef GEMV_TN
 
 #define T double
 #define SFX f64
@@ -36,5 +37,5 @@ typedef cattn_ukr_f64_t cattn_ukr_t_f64;
 #define MC CATTN_MC_F64
 #define NC CATTN_NC_F64
 #define UKR cattn_kt.gemm_f64
-#define DOTN cattn_kt.dotn_f64
+#define GEMV_TN cattn_kt.gemv_tn_f64
 #include "gemm_tmpl.h"

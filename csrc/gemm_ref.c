@@ -41,3 +41,15 @@ void cattn_dotn_ref_##SFX(T *out, const T *q, const T *K, int64_t rsk,          
 
 REF_DOTN(f32, float)
 REF_DOTN(f64, double)
+
+/* C[m*ldc + j] = A[m*lda : +K] · W[j*ldw : +K] (portable small-M GEMM) */
+#define REF_GEMV_TN(SFX, T)                                                      \
+void cattn_gemv_tn_ref_##SFX(T *C, int64_t ldc, const T *A, int64_t lda, int64_t M, \
+                             const T *W, int64_t ldw, int64_t n, int64_t K)      \
+{                                                                                \
+    for (int64_t m = 0; m < M; m++)                                              \
+        cattn_dotn_ref_##SFX(C + m * ldc, A + m * lda, W, ldw, n, K);            \
+}
+
+REF_GEMV_TN(f32, float)
+REF_GEMV_TN(f64, double)

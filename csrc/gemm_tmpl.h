@@ -1,6 +1,6 @@
 /* gemm_tmpl.h — the blocked GEMM driver, written once for T = float and
  * T = double. Included by gemm.c with these macros defined:
- *   T, SFX (f32/f64), MR, NR, KC, MC, NC, UKR, DOTN (dispatch entries).
+ *   T, SFX (f32/f64), MR, NR, KC, MC, NC, UKR, GEMV_TN (dispatch entries).
  *
  * C[M,N] = alpha * A[M,K] · B[K,N] + beta * C   (+ bias[N], act)
  * Loops (BLIS): jc (NC) -> pc (KC) -> pack B -> ic (MC) -> pack A
@@ -51,6 +51,12 @@ void FN(cattn_pack_a)(T *CATTN_RESTRICT dst, const T *A, int64_t rsa, int64_t cs
 void FN(cattn_pack_b)(T *CATTN_RESTRICT dst, const T *B, int64_t rsb, int64_t csb,
                       int64_t kc, int64_t nc)
 {
+#ifdef PACK_BT
+    if (rsb == 1 && NR == 16 && PACK_BT) {     /* B = W^T of a (N, K) weight */
+        PACK_BT(dst, B, csb, nc, cattn_round_up(nc, NR), kc, (T)1);
+        return;
+    }
+#endif
     for (int64_t j0 = 0; j0 < nc; j0 += NR, dst += NR * kc) {
         const int64_t nr = cattn_min64(NR, nc - j0);
         const T *b = B + j0 * csb;
@@ -195,30 +201,36 @@ static int FN(gemm_threads)(int64_t M, int64_t N, int64_t K, int n_threads)
 }
 
 /* Few rows of A against a transposed B (a linear layer's weight, rsb == 1):
- * C[i,j] = alpha * A[i,:] · Bt[j,:] + beta * C[i,j] (+ bias, act) as dot
- * products straight from the weight rows: no packing, B read once.
- * Columns are split in fixed chunks of GEMV_CHUNK, so any thread count
- * gives the same bits. A rows with csa != 1 are copied to arow first. */
-#define GEMV_CHUNK 256
-static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, T *arow, T *tmp)
+ * C[i,j] = alpha * A[i,:] · Bt[j,:] + beta * C[i,j] (+ bias, act), by the
+ * small-M kernel reading the weight rows in place: no packing, the weight
+ * read once. Columns are split in fixed chunks of GEMV_CHUNK, so any thread
+ * count gives the same bits. A rows with csa != 1 are gathered to `arows`.
+ * tmp: (M, GEMV_CHUNK). */
+#define GEMV_CHUNK 192
+static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, T *arows, T *tmp)
 {
-    const int64_t n = cattn_min64(GEMV_CHUNK, g->N - j0);
-    for (int64_t i = 0; i < g->M; i++) {
-        const T *a = g->A + i * g->rsa;
-        if (g->csa != 1) {
-            for (int64_t p = 0; p < g->K; p++) arow[p] = a[p * g->csa];
-            a = arow;
-        }
-        DOTN(tmp, a, g->B + j0 * g->csb, g->csb, n, g->K);
+    const int64_t n = cattn_min64(GEMV_CHUNK, g->N - j0), M = g->M, K = g->K;
+    const T *a = g->A;
+    int64_t lda = g->rsa;
+    if (g->csa != 1) {
+        const int64_t ld = cattn_round_up(K, 16);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t p = 0; p < K; p++) arows[i * ld + p] = g->A[i * g->rsa + p * g->csa];
+        a = arows;
+        lda = ld;
+    }
+    GEMV_TN(tmp, GEMV_CHUNK, a, lda, M, g->B + j0 * g->csb, g->csb, n, K);
+    for (int64_t i = 0; i < M; i++) {
+        T *t = tmp + i * GEMV_CHUNK;
         T *c = g->C + i * g->rsc + j0 * g->csc;
         for (int64_t j = 0; j < n; j++) {
-            T v = g->alpha * tmp[j];
+            T v = g->alpha * t[j];
             if (g->beta != (T)0) v += g->beta * c[j * g->csc];
             if (g->bias) v += g->bias[j0 + j];
-            tmp[j] = v;
+            t[j] = v;
         }
-        if (g->act != CATTN_ACT_NONE) FN(cattn_act_row)(tmp, n, g->act);
-        for (int64_t j = 0; j < n; j++) c[j * g->csc] = tmp[j];
+        if (g->act != CATTN_ACT_NONE) FN(cattn_act_row)(t, n, g->act);
+        for (int64_t j = 0; j < n; j++) c[j * g->csc] = t[j];
     }
 }
 
@@ -230,7 +242,8 @@ static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
 #ifndef _OPENMP
     nt = 1;
 #endif
-    const size_t per = cattn_round_up(g->K, 16) + GEMV_CHUNK;
+    const size_t ar = g->csa != 1 ? (size_t)(g->M * cattn_round_up(g->K, 16)) : 0;
+    const size_t per = cattn_round_up(ar + (size_t)g->M * GEMV_CHUNK, 16);
     T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
     if (!buf) return CATTN_ENOMEM;
 #ifdef _OPENMP
@@ -238,7 +251,7 @@ static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
 #endif
     for (int64_t c = 0; c < nch; c++) {
         T *w = buf + per * CATTN_TID();
-        FN(gemv_chunk)(g, c * GEMV_CHUNK, w, w + cattn_round_up(g->K, 16));
+        FN(gemv_chunk)(g, c * GEMV_CHUNK, w, w + ar);
     }
     cattn_aligned_free(buf);
     return CATTN_OK;
@@ -339,6 +352,7 @@ int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
 }
 
 #undef GEMV_CHUNK
+#undef PACK_BT
 #undef FN
 #undef CAT2
 #undef CAT2_

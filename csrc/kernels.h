@@ -55,12 +55,25 @@ typedef void (*cattn_act_f64_t)(double *y, const double *x, int64_t n, int act);
 typedef void (*cattn_vexp_f32_t)(float *y, const float *x, int64_t n, int nonpos);
 typedef void (*cattn_vexp_f64_t)(double *y, const double *x, int64_t n, int nonpos);
 
+/* small-M GEMM with W in (N, K) layout: C[m*ldc + j] = A[m*lda:+K] · W[j*ldw:+K] */
+typedef void (*cattn_gemv_tn_f32_t)(float *C, int64_t ldc, const float *A, int64_t lda,
+                                    int64_t M, const float *W, int64_t ldw, int64_t n, int64_t K);
+typedef void (*cattn_gemv_tn_f64_t)(double *C, int64_t ldc, const double *A, int64_t lda,
+                                    int64_t M, const double *W, int64_t ldw, int64_t n, int64_t K);
+
+/* transposing pack into 16-wide panels, see gemm_avx2.c (float32 only) */
+typedef void (*cattn_pack_t16_f32_t)(float *dst, const float *src, int64_t ld, int64_t rows,
+                                     int64_t rows_pad, int64_t k, float scale);
+
 typedef struct {
     const char *name;
     cattn_ukr_f32_t gemm_f32;
     cattn_ukr_f64_t gemm_f64;
     cattn_dotn_f32_t dotn_f32;
     cattn_dotn_f64_t dotn_f64;
+    cattn_gemv_tn_f32_t gemv_tn_f32;
+    cattn_gemv_tn_f64_t gemv_tn_f64;
+    cattn_pack_t16_f32_t pack_t16_f32;     /* NULL: use the scalar packing */
     /* ---- rows: softmax, norms, activations, exp ---- */
     cattn_smx_row_f32_t softmax_row_f32;
     cattn_smx_row_f64_t softmax_row_f64;
@@ -85,6 +98,10 @@ void cattn_ukr_ref_f64(int64_t k, const double *a, const double *b, double *c,
                        int64_t ldc, double alpha, double beta);
 void cattn_dotn_ref_f32(float *out, const float *q, const float *K, int64_t rsk, int64_t n, int64_t E);
 void cattn_dotn_ref_f64(double *out, const double *q, const double *K, int64_t rsk, int64_t n, int64_t E);
+void cattn_gemv_tn_ref_f32(float *C, int64_t ldc, const float *A, int64_t lda, int64_t M,
+                           const float *W, int64_t ldw, int64_t n, int64_t K);
+void cattn_gemv_tn_ref_f64(double *C, int64_t ldc, const double *A, int64_t lda, int64_t M,
+                           const double *W, int64_t ldw, int64_t n, int64_t K);
 #if defined(__x86_64__) || defined(_M_X64)
 #define CATTN_X86 1
 void cattn_ukr_avx2_f32(int64_t k, const float *a, const float *b, float *c,
@@ -93,6 +110,12 @@ void cattn_ukr_avx2_f64(int64_t k, const double *a, const double *b, double *c,
                         int64_t ldc, double alpha, double beta);
 void cattn_dotn_avx2_f32(float *out, const float *q, const float *K, int64_t rsk, int64_t n, int64_t E);
 void cattn_dotn_avx2_f64(double *out, const double *q, const double *K, int64_t rsk, int64_t n, int64_t E);
+void cattn_pack_t16_avx2_f32(float *dst, const float *src, int64_t ld, int64_t rows,
+                             int64_t rows_pad, int64_t k, float scale);
+void cattn_gemv_tn_avx2_f32(float *C, int64_t ldc, const float *A, int64_t lda, int64_t M,
+                            const float *W, int64_t ldw, int64_t n, int64_t K);
+void cattn_gemv_tn_avx2_f64(double *C, int64_t ldc, const double *A, int64_t lda, int64_t M,
+                            const double *W, int64_t ldw, int64_t n, int64_t K);
 int cattn_attention_avx2_f32(cattn_attn_args *args, int n_threads);
 int cattn_attention_avx2_f64(cattn_attn_args *args, int n_threads);
 #endif

@@ -113,10 +113,10 @@ class BertLayer:
             return np.ascontiguousarray(w[key], dtype=dtype)
 
         def t(w):
-            # (out, in) stored transposed in memory (Fortran order): the GEMM
-            # reads B = w.T with unit stride when packing, 10-50% faster for
-            # short inputs (packing the weights dominates there)
-            return np.asfortranarray(w)
+            # (out, in) kept row-major, torch's layout: short inputs (<= 12
+            # tokens) run on the small-M GEMM that reads these rows in place,
+            # longer ones pack them with register transposes
+            return np.ascontiguousarray(w)
 
         E = cfg.hidden_size
         self.num_heads = cfg.num_attention_heads
