@@ -146,26 +146,38 @@ static const double act_gelu_p32[13][4] __attribute__((aligned(32))) = {
     {-0x1.aa8ec6629004bp-18, -0x1.aa8ec6629004bp-18, -0x1.aa8ec6629004bp-18, -0x1.aa8ec6629004bp-18},
 };
 
+/* exp(-a2) for a2 in [0, 106] (the GELU tail; no clamp, nothing underflows
+ * there) to ~1e-11 relative: as act_expneg9_pd, Horner form */
+static inline __m256d act_expm9_pd(__m256d a2)
+{
+    const __m256d magic = ACT_K(6755399441056767.0);             /* 1.5 * 2^52 + 1023 */
+    const __m256d t = _mm256_fnmadd_pd(a2, ACT_K(1.4426950408889634074), magic);
+    const __m256d n = _mm256_sub_pd(t, magic);
+    __m256d r = _mm256_fnmsub_pd(n, ACT_K(6.93145751953125e-1), a2);      /* -a2 - n c1 */
+    r = _mm256_fnmadd_pd(n, ACT_K(1.42860682030941723212e-6), r);
+    __m256d p = _mm256_fmadd_pd(ACT_K(1.0 / 362880), r, ACT_K(1.0 / 40320));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0 / 5040));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0 / 720));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0 / 120));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0 / 24));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0 / 6));
+    p = _mm256_fmadd_pd(p, r, ACT_K(0.5));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0));
+    return _mm256_mul_pd(p, _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_castpd_si256(t), 52)));
+}
+
 static inline __m256d act_gelu_f32_pd(__m256d x)   /* x: a float32 value */
 {
-    const __m256d half = ACT_K(0.5);
     const __m256d K = ACT_K(3.0), lim = ACT_K(14.5);
-    const __m256d xc = _mm256_min_pd(lim, _mm256_max_pd(_mm256_sub_pd(_mm256_setzero_pd(), lim), x));
+    const __m256d xc = _mm256_min_pd(lim, _mm256_max_pd(ACT_K(-14.5), x));
     const __m256d a = _mm256_mul_pd(act_abs_pd(xc), ACT_K(0.70710678118654752440));
     const __m256d t = _mm256_div_pd(_mm256_sub_pd(a, K), _mm256_add_pd(a, K));
-#define ACT_C(k) _mm256_load_pd(act_gelu_p32[k])
-    const __m256d t2 = _mm256_mul_pd(t, t), t4 = _mm256_mul_pd(t2, t2);
-    const __m256d p01 = _mm256_fmadd_pd(ACT_C(1), t, ACT_C(0)), p23 = _mm256_fmadd_pd(ACT_C(3), t, ACT_C(2));
-    const __m256d p45 = _mm256_fmadd_pd(ACT_C(5), t, ACT_C(4)), p67 = _mm256_fmadd_pd(ACT_C(7), t, ACT_C(6));
-    const __m256d p89 = _mm256_fmadd_pd(ACT_C(9), t, ACT_C(8)), pab = _mm256_fmadd_pd(ACT_C(11), t, ACT_C(10));
-    const __m256d q0 = _mm256_fmadd_pd(p23, t2, p01), q1 = _mm256_fmadd_pd(p67, t2, p45);
-    const __m256d q2 = _mm256_fmadd_pd(pab, t2, p89);
-    const __m256d q3 = _mm256_fmadd_pd(ACT_C(12), t4, q2);
-#undef ACT_C
-    __m256d p = _mm256_fmadd_pd(q1, t4, q0);
-    p = _mm256_fmadd_pd(q3, _mm256_mul_pd(t4, t4), p);                  /* erfcx(a) */
-    __m256d cc = _mm256_mul_pd(_mm256_mul_pd(half, xc), p);
-    cc = _mm256_mul_pd(cc, act_expneg9_pd(_mm256_mul_pd(ACT_K(-0.5), _mm256_mul_pd(xc, xc))));
+    __m256d p = _mm256_fmadd_pd(_mm256_load_pd(act_gelu_p32[12]), t, _mm256_load_pd(act_gelu_p32[11]));
+    for (int k = 10; k >= 0; k--) p = _mm256_fmadd_pd(p, t, _mm256_load_pd(act_gelu_p32[k]));
+    /* c = x/2 erfcx(a) exp(-a^2); a^2 = x^2/2 up to 2^-52 relative (harmless) */
+    const __m256d cc = _mm256_mul_pd(_mm256_mul_pd(_mm256_mul_pd(ACT_K(0.5), xc), p),
+                                     act_expm9_pd(_mm256_mul_pd(a, a)));
     return _mm256_blendv_pd(_mm256_sub_pd(x, cc), cc, x);      /* sign bit of x: c (-0 -> -0) */
 }
 
@@ -222,6 +234,16 @@ static inline __m256 act_relu_ps(__m256 x)
 #define ACT_LOOP_PS_VIA_PD(F)                                                    \
     do {                                                                         \
         int64_t i = 0;                                                           \
+        for (; i + 16 <= n; i += 16) {                                           \
+            const __m128 a0 = _mm_loadu_ps(x + i), a1 = _mm_loadu_ps(x + i + 4);   \
+            const __m128 a2 = _mm_loadu_ps(x + i + 8), a3 = _mm_loadu_ps(x + i + 12); \
+            const __m256d r0 = F(_mm256_cvtps_pd(a0)), r1 = F(_mm256_cvtps_pd(a1)); \
+            const __m256d r2 = F(_mm256_cvtps_pd(a2)), r3 = F(_mm256_cvtps_pd(a3)); \
+            _mm_storeu_ps(y + i, _mm256_cvtpd_ps(r0));                           \
+            _mm_storeu_ps(y + i + 4, _mm256_cvtpd_ps(r1));                       \
+            _mm_storeu_ps(y + i + 8, _mm256_cvtpd_ps(r2));                       \
+            _mm_storeu_ps(y + i + 12, _mm256_cvtpd_ps(r3));                      \
+        }                                                                        \
         for (; i + 4 <= n; i += 4)                                               \
             _mm_storeu_ps(y + i, _mm256_cvtpd_ps(F(_mm256_cvtps_pd(_mm_loadu_ps(x + i))))); \
         if (i < n) {                                         /* tail */          \
@@ -232,8 +254,24 @@ static inline __m256 act_relu_ps(__m256 x)
         }                                                                        \
     } while (0)
 
+/* exactly 16 floats (a GEMM tile row): straight-line code, so the compiler
+ * shares each constant between the four vectors instead of hoisting (and
+ * spilling) them ahead of a loop that runs only four times */
+#define ACT_16_VIA_PD(F)                                                         \
+    do {                                                                         \
+        const __m128 a0 = _mm_loadu_ps(x), a1 = _mm_loadu_ps(x + 4);             \
+        const __m128 a2 = _mm_loadu_ps(x + 8), a3 = _mm_loadu_ps(x + 12);        \
+        const __m256d r0 = F(_mm256_cvtps_pd(a0)), r1 = F(_mm256_cvtps_pd(a1)); \
+        const __m256d r2 = F(_mm256_cvtps_pd(a2)), r3 = F(_mm256_cvtps_pd(a3)); \
+        _mm_storeu_ps(y, _mm256_cvtpd_ps(r0));                                   \
+        _mm_storeu_ps(y + 4, _mm256_cvtpd_ps(r1));                               \
+        _mm_storeu_ps(y + 8, _mm256_cvtpd_ps(r2));                               \
+        _mm_storeu_ps(y + 12, _mm256_cvtpd_ps(r3));                              \
+    } while (0)
+
 void cattn_act_avx2_f32(float *y, const float *x, int64_t n, int act)
 {
+    if (n == 16 && act == CATTN_ACT_GELU) { ACT_16_VIA_PD(act_gelu_f32_pd); return; }
     switch (act) {
     case CATTN_ACT_RELU: ACT_LOOP_PS(act_relu_ps); break;
     case CATTN_ACT_GELU: ACT_LOOP_PS_VIA_PD(act_gelu_f32_pd); break;

@@ -2,12 +2,17 @@
  * drivers and the portable C row kernels (AVX2 ones in rows_avx2.c).
  * Not here: fused residual + norm (the layers call these after the add).
  *
- * Numerics (every kernel): two passes over the row while it is in cache,
- * mean first, then the variance of the centered values, never
- * E[x^2] - E[x]^2 (which cancels for rows like 1e4 + noise of 1e-2).
- * float32 rows accumulate sums in double; float64 rows add the classic
- * correction of the two-pass algorithm (the mean of the centered values,
- * which is ~0 up to rounding of the first mean) to the mean and variance.
+ * Numerics (every kernel): the variance is always a mean of centered
+ * squares, never E[x^2] - E[x]^2 (which cancels for rows like 1e4 + noise
+ * of 1e-2). Portable kernels: two passes while the row is in cache, mean
+ * first (float32 rows sum in double), then the centered variance; float64
+ * rows add the classic correction of the two-pass algorithm (the mean of
+ * the centered values, ~0 up to the rounding of the first mean). The AVX2
+ * float32 kernel (rows_avx2.c) sums d = x - m0 and d^2 around a guess m0 of
+ * the mean (the mean of the first 16 values) with the same correction
+ * (var = mean(d^2) - mean(d)^2, mean = m0 + mean(d)), and takes a second
+ * pass around the corrected mean whenever mean(d)^2 > var/4, so the
+ * correction never costs more than a factor 1.25 in relative accuracy.
  *   layer_norm: y = (x - mean) * rstd * weight + bias, rstd = 1/sqrt(var + eps)
  *   rms_norm:   y = x * rstd * weight,                 rstd = 1/sqrt(mean(x^2) + eps)
  */

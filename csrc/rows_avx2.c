@@ -331,25 +331,27 @@ void cattn_softmax_cols_avx2_f64(double *y, int64_t ys, const double *x, int64_t
 
 /* ======================= layer norm / RMS norm rows ======================= */
 
-/* float32 output pass: y = ((x - mh) - ml) * r * w + b, where mh + ml is
- * the mean to ~2^-48 relative and x - mh is exact near the mean, so rows
- * with a large mean keep their small deviations. */
+/* float32 output pass: t = (x - mh) r - ml r, y = t w + b, where mh + ml
+ * is the mean to ~2^-48 relative and x - mh is exact near the mean, so rows
+ * with a large mean keep their small deviations (one fma adds the tiny
+ * ml r term) */
 static inline void ln_out_f32(float *y, const float *x, const float *w, const float *b,
                               int64_t n, double mu, double rstd)
 {
     const int64_t n8 = n & ~(int64_t)7;
     const float mh = (float)mu, ml = (float)(mu - (double)mh), r = (float)rstd;
-    const __m256 vmh = _mm256_set1_ps(mh), vml = _mm256_set1_ps(ml), vr = _mm256_set1_ps(r);
+    const float mlr = -(float)((double)ml * rstd);
+    const __m256 vmh = _mm256_set1_ps(mh), vmlr = _mm256_set1_ps(mlr), vr = _mm256_set1_ps(r);
     int64_t i;
     for (i = 0; i < n8; i += 8) {
-        __m256 t = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmh), vml), vr);
+        __m256 t = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmh), vr, vmlr);
         if (w && b) t = _mm256_fmadd_ps(t, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i));
         else if (w) t = _mm256_mul_ps(t, _mm256_loadu_ps(w + i));
         else if (b) t = _mm256_add_ps(t, _mm256_loadu_ps(b + i));
         _mm256_storeu_ps(y + i, t);
     }
     for (; i < n; i++) {                                        /* tail */
-        float t = ((x[i] - mh) - ml) * r;
+        float t = fmaf(x[i] - mh, r, mlr);
         if (w && b) t = fmaf(t, w[i], b[i]);
         else if (w) t *= w[i];
         else if (b) t += b[i];
@@ -364,31 +366,17 @@ static inline __m256 ln_tree8(const __m256 *v)
                          _mm256_add_ps(_mm256_add_ps(v[4], v[5]), _mm256_add_ps(v[6], v[7])));
 }
 
-/* float32 stats, fast path: blocks of 64 floats are summed in float (a
- * pairwise tree, or two fma chains of 4 squares: <= 4u of the block per
- * lane) and the block sums added in double. Pass 1 gives a first mean m0;
- * pass 2 sums d = x - m0 and d^2 and corrects it: mean = m0 + mean(d),
- * var = mean(d^2) - mean(d)^2 (mean(d) is ~0 up to pass 1's rounding, so
- * nothing cancels). Returns 0 when a float sum overflowed (|x| ~ 1e19 and
- * up) or met NaN / inf: the caller then takes the all-double path. */
-static inline int ln_stats_fast_f32(const float *x, int64_t n, double *mean, double *var)
+/* sums of d = x - m0 and of d^2 over the row: blocks of 64 floats are
+ * summed in float (a pairwise tree, or two fma chains of 4 squares: <= 4u
+ * of the block per lane) and the block sums added in double */
+static inline void ln_shifted_sums_f32(const float *x, int64_t n, float m0,
+                                       double *s1, double *s2)
 {
     __m256d D0 = _mm256_setzero_pd(), D1 = D0, E0 = D0, E1 = D0;
-    __m256 v[8], f = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {                              /* pass 1 */
-        for (int k = 0; k < 8; k++) v[k] = _mm256_loadu_ps(x + i + 8 * k);
-        __m256 t = ln_tree8(v);
-        ROWS_ACC_PS_PD(t, D0, D1);
-    }
-    for (; i + 8 <= n; i += 8) f = _mm256_add_ps(f, _mm256_loadu_ps(x + i));
-    ROWS_ACC_PS_PD(f, D0, D1);
-    double s = rows_hsum_pd(_mm256_add_pd(D0, D1));
-    for (; i < n; i++) s += x[i];
-    const float m0 = (float)(s / (double)n);
+    __m256 v[8];
     const __m256 vm = _mm256_set1_ps(m0);
-    D0 = D1 = _mm256_setzero_pd();
-    for (i = 0; i + 64 <= n; i += 64) {                         /* pass 2 */
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
         for (int k = 0; k < 8; k++) v[k] = _mm256_sub_ps(_mm256_loadu_ps(x + i + 8 * k), vm);
         __m256 q0 = _mm256_mul_ps(v[0], v[0]), q1 = _mm256_mul_ps(v[1], v[1]);
         q0 = _mm256_fmadd_ps(v[2], v[2], q0);
@@ -409,10 +397,37 @@ static inline int ln_stats_fast_f32(const float *x, int64_t n, double *mean, dou
     }
     ROWS_ACC_PS_PD(fd, D0, D1);
     ROWS_ACC_PS_PD(fq, E0, E1);
-    double s1 = rows_hsum_pd(_mm256_add_pd(D0, D1)), s2 = rows_hsum_pd(_mm256_add_pd(E0, E1));
-    for (; i < n; i++) { const double d = (double)x[i] - m0; s1 += d; s2 += d * d; }
-    if (!(fabs(s) <= 1e300 && s2 <= 1e300)) return 0;     /* overflow, inf or NaN */
-    const double c = s1 / (double)n, v2 = s2 / (double)n - c * c;
+    double a = rows_hsum_pd(_mm256_add_pd(D0, D1)), q = rows_hsum_pd(_mm256_add_pd(E0, E1));
+    for (; i < n; i++) { const double d = (double)x[i] - m0; a += d; q += d * d; }
+    *s1 = a;
+    *s2 = q;
+}
+
+/* float32 stats, fast path: one pass of shifted sums around m0 = the mean
+ * of the first 16 values, then mean = m0 + c, var = mean(d^2) - c^2 with
+ * c = mean(d). That difference loses (1 + c^2/var) in relative accuracy, so
+ * when c^2 > var/4 (m0 was a poor guess: an outlier among the first values)
+ * the sums are taken once more around m0 + c, where c is ~0. Returns 0 when
+ * a float sum overflowed (|x| ~ 1e19 and up) or met NaN / inf: the caller
+ * then takes the all-double path. */
+static inline int ln_stats_fast_f32(const float *x, int64_t n, double *mean, double *var)
+{
+    const int64_t k = n < 16 ? n : 16;
+    double g = 0;
+    for (int64_t i = 0; i < k; i++) g += x[i];
+    float m0 = (float)(g / (double)k);
+    double s1, s2, c, v2;
+    for (int pass = 0; pass < 2; pass++) {
+        ln_shifted_sums_f32(x, n, m0, &s1, &s2);
+        if (!(fabs(s1) <= 1e300 && s2 <= 1e300)) return 0;      /* overflow, inf or NaN */
+        c = s1 / (double)n;
+        v2 = s2 / (double)n - c * c;
+        if (pass == 0 && c * c > 0.25 * v2) {
+            m0 = (float)((double)m0 + c);                        /* poor shift: again */
+            continue;
+        }
+        break;
+    }
     *mean = (double)m0 + c;
     *var = v2 > 0 ? v2 : 0;
     return 1;

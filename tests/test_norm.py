@@ -131,6 +131,20 @@ def test_outlier_rows(outlier):
     check_rms(cattn.rms_norm(x, w), x, w)
 
 
+@pytest.mark.parametrize("lead", [0.5, 50.0, 1e4])
+def test_leading_values_far_from_the_mean(lead):
+    # the float32 AVX2 kernel centers its sums on the mean of the first 16
+    # values and re-centers when that guess is poor: exercise both
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((8, 300)).astype(np.float32)
+    x[:, :16] += np.float32(lead)
+    x[1, :16] = -x[1, :16]
+    check_ln(cattn.layer_norm(x), x, None, None)
+    x = (3e3 + rng.standard_normal((4, 768)) * 1e-2).astype(np.float32)
+    x[:, :16] = np.float32(3e3 + lead * 1e-2)
+    check_ln(cattn.layer_norm(x), x, None, None)
+
+
 def test_constant_rows_and_extremes():
     x = np.full((3, 40), 7.0, np.float32)
     np.testing.assert_array_equal(cattn.layer_norm(x), 0.0)
