@@ -10,6 +10,7 @@ from .ops import linear, matmul
 from .attention import KVCache, attention_weights, scaled_dot_product_attention
 from .functional import softmax, log_softmax, layer_norm, rms_norm, gelu, silu, relu
 from ._config import show_config
+from .plot import plot_attention
 from . import nn
 
 __all__ = [
@@ -17,4 +18,13 @@ __all__ = [
     "scaled_dot_product_attention", "attention_weights", "KVCache",
     "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu", "relu",
     "get_num_threads", "set_num_threads", "num_threads", "show_config",
+    "plot_attention",
 ]
+
+
+def __getattr__(name):
+    # `cattn.models` on first use: its optional dependencies load only then
+    if name == "models":
+        import importlib
+        return importlib.import_module(".models", __name__)
+    raise AttributeError(f"module 'cattn' has no attribute {name!r}")

@@ -28,8 +28,8 @@ cdef extern from "cattn.h" nogil:
                       int64_t rows, int64_t n, int act, int n_threads)
     int cattn_act_f64(double *y, int64_t ys, const double *x, int64_t xs,
                       int64_t rows, int64_t n, int act, int n_threads)
-    int cattn_vexp_f32(float *y, const float *x, int64_t n)
-    int cattn_vexp_f64(double *y, const double *x, int64_t n)
+    int cattn_vexp_f32(float *y, const float *x, int64_t n, int nonpos)
+    int cattn_vexp_f64(double *y, const double *x, int64_t n, int nonpos)
 
 
 cdef inline void *_ptr_or_null(object a):
@@ -108,10 +108,12 @@ def activation(cnp.ndarray y, int64_t ys, cnp.ndarray x, int64_t xs,
     _check(st)
 
 
-def vexp(x):
+def vexp(x, bint nonpositive=False):
     """Test hook: exp of a float32 / float64 array through the selected
     kernel path's vector exp (AVX2 or portable), single-threaded. Returns a
-    new C-contiguous array of x's shape and dtype."""
+    new C-contiguous array of x's shape and dtype. nonpositive=True: the
+    variant for x <= 0 used by softmax and the activations (its results for
+    x > 0 are meaningless)."""
     import numpy
     cdef cnp.ndarray xa = numpy.ascontiguousarray(x)
     if xa.dtype.num != cnp.NPY_FLOAT32 and xa.dtype.num != cnp.NPY_FLOAT64:
@@ -123,9 +125,9 @@ def vexp(x):
     cdef int st
     if xa.dtype.num == cnp.NPY_FLOAT32:
         with nogil:
-            st = cattn_vexp_f32(<float *>py, <const float *>px, n)
+            st = cattn_vexp_f32(<float *>py, <const float *>px, n, nonpositive)
     else:
         with nogil:
-            st = cattn_vexp_f64(<double *>py, <const double *>px, n)
+            st = cattn_vexp_f64(<double *>py, <const double *>px, n, nonpositive)
     _check(st)
     return ya

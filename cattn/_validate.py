@@ -63,6 +63,9 @@ def check_out(out, shape, dtype, op, inputs=()):
         raise ValueError(f"{op}: out is read-only")
     if not out.flags.aligned or any(s % out.itemsize for s in out.strides):
         raise ValueError(f"{op}: out must be aligned with whole-element strides")
+    if any(st == 0 and n > 1 for n, st in zip(out.shape, out.strides)):
+        raise ValueError(f"{op}: out has overlapping elements (a zero stride, as from "
+                         "broadcast_to); pass an array with distinct elements")
     for x in inputs:
         if x is not None and np.shares_memory(out, x):
             raise ValueError(f"{op}: out overlaps an input; pass a separate array")

@@ -88,13 +88,15 @@ def _rows(a):
     element stride, or None when that view is not expressible by one stride."""
     if a.ndim == 0:
         return 1, 1
+    if a.flags.c_contiguous:
+        return math.prod(a.shape[:-1]), a.shape[-1]
     st = estrides(a)
     if a.shape[-1] > 1 and st[-1] != 1:
         return None
     rs = collapse(a.shape[:-1], st[:-1])
     if rs is None:
         return None
-    return int(np.prod(a.shape[:-1], dtype=np.int64)), rs
+    return math.prod(a.shape[:-1]), rs
 
 
 def _row_views(X, out):
@@ -121,10 +123,12 @@ def _softmax(x, axis, out, log, op):
     if x.size == 0:
         return out
     shape = x.shape
-    outer = int(np.prod(shape[:ax], dtype=np.int64))
-    inner = int(np.prod(shape[ax + 1:], dtype=np.int64))
+    outer = math.prod(shape[:ax])
+    inner = math.prod(shape[ax + 1:])
 
     def view3(a):  # (outer, n, inner) element strides, or None
+        if a.flags.c_contiguous:
+            return shape[ax] * inner, inner, 1
         st = estrides(a)
         so = collapse(a.shape[:ax], st[:ax])
         si = collapse(a.shape[ax + 1:], st[ax + 1:])

@@ -10,7 +10,8 @@ import numpy as np
 
 from . import _ext
 from ._threads import get_num_threads
-from ._validate import as_float_array, check_out, collapse, estrides, readable, result_dtype
+from ._validate import (FLOAT_DTYPES, as_float_array, check_out, collapse, estrides, readable,
+                        result_dtype)
 
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
@@ -86,6 +87,15 @@ def matmul(a, b, *, out=None):
     out: optional array of the exact result shape and dtype, not
     overlapping a or b.
     """
+    if (out is None and type(a) is np.ndarray and type(b) is np.ndarray
+            and a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype and a.dtype in FLOAT_DTYPES
+            and a.shape[1] == b.shape[0] and a.flags.c_contiguous and b.flags.c_contiguous):
+        # fast path: 2-D contiguous operands of one dtype, no out=
+        (M, K), N = a.shape, b.shape[1]
+        c = np.empty((M, N), dtype=a.dtype)
+        if c.size:
+            _ext.gemm(c, N, 1, a, K, 1, b, N, 1, M, N, K, 1.0, 0.0, None, 0, get_num_threads())
+        return c
     a = as_float_array(a, "a", "matmul")
     b = as_float_array(b, "b", "matmul")
     if a.ndim == 0 or b.ndim == 0:
@@ -128,6 +138,21 @@ def linear(x, weight, bias=None, *, activation=None, out=None):
     Returns (..., out_features).
     """
     op = "linear"
+    if (out is None and type(x) is np.ndarray and type(weight) is np.ndarray
+            and x.dtype == weight.dtype and x.dtype in FLOAT_DTYPES and x.ndim >= 1
+            and weight.ndim == 2 and x.shape[-1] == weight.shape[1]
+            and x.flags.c_contiguous and weight.flags.c_contiguous
+            and (bias is None or (type(bias) is np.ndarray and bias.dtype == x.dtype
+                                  and bias.shape == (weight.shape[0],)
+                                  and bias.flags.c_contiguous))):
+        # fast path (inference hot loop): contiguous, one dtype, no out=
+        N, K = weight.shape
+        act = _act_code(activation, op)
+        y = np.empty(x.shape[:-1] + (N,), dtype=x.dtype)
+        if y.size:
+            _ext.gemm(y, N, 1, x, K, 1, weight, 1, K, y.size // N, N, K, 1.0, 0.0,
+                      bias, act, get_num_threads())
+        return y
     x = as_float_array(x, "x", op)
     weight = as_float_array(weight, "weight", op)
     act = _act_code(activation, op)

@@ -131,7 +131,8 @@ def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None,
         e = np.where(allowed, np.exp(s - m), 0.0)
     tot = e.sum(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(tot == 0, 0.0, e / np.where(tot == 0, 1.0, tot))
+        # masked entries stay exactly 0 even when the row's sum is NaN
+        return np.where(allowed & (tot != 0), e / np.where(tot == 0, 1.0, tot), 0.0)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False,
@@ -144,13 +145,19 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=Fa
     v = _f64(value)
     if enable_gqa and v.ndim >= 3 and A.shape[-3] != v.shape[-3]:
         v = np.repeat(v, A.shape[-3] // v.shape[-3], axis=-3)
-    # only keys with nonzero weight contribute: NaN * 0 must not leak
+    # Only keys with nonzero weight contribute: a NaN / inf value at a key a
+    # row does not attend to must not reach that row (NaN * 0 must not leak,
+    # neither through a column another row uses). Finite values go through
+    # one matmul; each non-finite value is added only to the rows that give
+    # its key a nonzero weight.
     v_b = np.broadcast_to(v, A.shape[:-2] + v.shape[-2:])
-    out = np.zeros(A.shape[:-1] + (v.shape[-1],))
-    for idx in np.ndindex(*A.shape[:-2]):
-        a, vv = A[idx], v_b[idx]
-        used = (a != 0).any(axis=0)
-        out[idx] = a[:, used] @ vv[used]
+    finite = np.isfinite(v_b)
+    out = np.matmul(A, np.where(finite, v_b, 0.0))
+    for idx in zip(*np.nonzero(~finite)):
+        b, s, j = idx[:-2], idx[-2], idx[-1]
+        a = A[b + (slice(None), s)]
+        with np.errstate(invalid="ignore"):
+            out[b + (slice(None), j)] += np.where(a != 0, a * v_b[idx], 0.0)
     return out
 
 
@@ -287,3 +294,64 @@ def transformer_decoder(sd, tgt, memory, nhead, num_layers, layer_norm_eps=1e-5,
         x = transformer_decoder_layer(sd, x, memory, nhead, layer_norm_eps=layer_norm_eps,
                                       prefix=f"layers.{i}.", **layer_kw)
     return _norm(sd, "", "norm", x, layer_norm_eps) if "norm.weight" in sd else x
+
+
+# ---- BERT sentence encoder (cattn.models), float64 -------------------------------
+# Written from the Hugging Face BertModel formulas with separate query / key /
+# value projections (cattn.models stacks them), plain NumPy softmax and erf GELU.
+# weights: {name: array} with Hugging Face names (as in model.safetensors);
+# config: dict of config.json. Legend: B batch, L tokens, E hidden, H heads, D = E / H.
+
+def bert_forward(weights, config, input_ids, attention_mask=None, token_type_ids=None,
+                 output_attentions=False):
+    """Last hidden state (B, L, E) float64 (and per-layer (B, H, L, L)
+    attention probabilities with output_attentions)."""
+    anchor = "embeddings.word_embeddings.weight"
+    prefix = next(k[:-len(anchor)] for k in weights if k.endswith(anchor))  # "" or "bert."
+    w = {k[len(prefix):]: _f64(v) for k, v in weights.items() if k.startswith(prefix)}
+    ids = np.asarray(input_ids)
+    B, L = ids.shape
+    E, H = config["hidden_size"], config["num_attention_heads"]
+    D, eps = E // H, config["layer_norm_eps"]
+    am = np.ones((B, L), bool) if attention_mask is None else np.asarray(attention_mask, bool)
+    tt = np.zeros((B, L), np.int64) if token_type_ids is None else np.asarray(token_type_ids)
+    x = (w["embeddings.word_embeddings.weight"][ids]
+         + w["embeddings.token_type_embeddings.weight"][tt]
+         + w["embeddings.position_embeddings.weight"][np.arange(L)][None])
+    x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+    atts = []
+    for i in range(config["num_hidden_layers"]):
+        p = f"encoder.layer.{i}."
+
+        def lin(name, h):
+            return h @ w[p + name + ".weight"].T + w[p + name + ".bias"]
+
+        def heads(h):  # (B, L, E) -> (B, H, L, D)
+            return h.reshape(B, L, H, D).transpose(0, 2, 1, 3)
+
+        q = heads(lin("attention.self.query", x))
+        k = heads(lin("attention.self.key", x))
+        v = heads(lin("attention.self.value", x))
+        s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(D)
+        s = np.where(am[:, None, None, :], s, -np.inf)
+        a = softmax(s, axis=-1)                                  # (B, H, L, L)
+        atts.append(a)
+        ctx = (a @ v).transpose(0, 2, 1, 3).reshape(B, L, E)
+        x = layer_norm(x + lin("attention.output.dense", ctx),
+                       w[p + "attention.output.LayerNorm.weight"],
+                       w[p + "attention.output.LayerNorm.bias"], eps)
+        f = lin("output.dense", gelu(lin("intermediate.dense", x)))
+        x = layer_norm(x + f, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], eps)
+    return (x, atts) if output_attentions else x
+
+
+def sentence_embedding(weights, config, input_ids, attention_mask=None, normalize=True):
+    """Mean of bert_forward's hidden states over real tokens, L2-normalized: (B, E)."""
+    ids = np.asarray(input_ids)
+    am = np.ones(ids.shape, bool) if attention_mask is None else np.asarray(attention_mask, bool)
+    h = bert_forward(weights, config, ids, am)
+    m = am[..., None].astype(np.float64)
+    e = (h * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+    if normalize:
+        e = e / np.maximum(np.linalg.norm(e, axis=-1, keepdims=True), 1e-12)
+    return e

@@ -69,17 +69,20 @@ void cattn_act_ref_##SFX(T *y, const T *x, int64_t n, int act)                  
 ACT_REF(f32, float)
 ACT_REF(f64, double)
 
-void cattn_exp_ref_f32(float *y, const float *x, int64_t n)
+void cattn_exp_ref_f32(float *y, const float *x, int64_t n, int nonpos)
 {
+    (void)nonpos;
     for (int64_t i = 0; i < n; i++) y[i] = cattn_exp_f32(x[i]);
 }
 
-void cattn_exp_ref_f64(double *y, const double *x, int64_t n)
+void cattn_exp_ref_f64(double *y, const double *x, int64_t n, int nonpos)
 {
+    (void)nonpos;
     for (int64_t i = 0; i < n; i++) y[i] = cattn_exp_f64(x[i]);
 }
 
-/* ---- GEMM epilogue: in place over one contiguous tile row ---- */
+/* ---- GEMM epilogue: x[n] = act(x[n]) in place over one contiguous tile
+ * row (n = NR or fewer), through the dispatch table ---- */
 
 void cattn_act_row_f32(float *x, int64_t n, int act)
 {
@@ -91,8 +94,15 @@ void cattn_act_row_f64(double *x, int64_t n, int act)
     if (act != CATTN_ACT_NONE) cattn_kt.act_f64(x, x, n, act);
 }
 
-/* ---- driver: units of (row, chunk of ACT_CHUNK elements), split statically;
- * every element is computed alone, so the split never changes a result ---- */
+/* ---- driver: units of (row, chunk of ACT_CHUNK elements), handed out
+ * dynamically; every element is computed alone, so the split never changes
+ * a result ----
+ * cattn_act_{f32,f64}: y[r,i] = act(x[r,i]) for a CATTN_ACT_* code
+ *   y: (rows, n), row r at y + r*ys, unit element stride
+ *   x: (rows, n), row r at x + r*xs, unit element stride
+ * y may equal x exactly; no other overlap.
+ * cattn_vexp_{f32,f64}: y[i] = exp(x[i]) on the selected path (test hook)
+ *   y, x: (n,) contiguous; nonpos = 1: the x <= 0 variant */
 
 #define ACT_CHUNK 8192
 
@@ -105,7 +115,8 @@ int cattn_act_##SFX(T *y, int64_t ys, const T *x, int64_t xs,                   
     const cattn_act_##SFX##_t f = cattn_kt.act_##SFX;                            \
     const int64_t nch = cattn_cdiv(n, ACT_CHUNK), units = rows * nch;            \
     const int nt = cattn_rows_threads(rows * n, n_threads);                      \
-    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")     \
+    (void)nt;                                   /* unused without OpenMP */      \
+    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)) \
     for (int64_t u = 0; u < units; u++) {                                        \
         const int64_t r = u / nch, c = (u % nch) * ACT_CHUNK;                    \
         f(y + r * ys + c, x + r * xs + c, cattn_min64(ACT_CHUNK, n - c), act);   \
@@ -113,10 +124,10 @@ int cattn_act_##SFX(T *y, int64_t ys, const T *x, int64_t xs,                   
     return CATTN_OK;                                                             \
 }                                                                                \
                                                                                  \
-int cattn_vexp_##SFX(T *y, const T *x, int64_t n)                                \
+int cattn_vexp_##SFX(T *y, const T *x, int64_t n, int nonpos)                    \
 {                                                                                \
     cattn_init();                                                                \
-    if (n > 0) cattn_kt.exp_##SFX(y, x, n);                                      \
+    if (n > 0) cattn_kt.exp_##SFX(y, x, n, nonpos);                              \
     return CATTN_OK;                                                             \
 }
 

@@ -5,7 +5,7 @@
  * comment states the formulas and the values at infinities).
  *
  * GELU, erf form: gelu(x) = x Phi(x), Phi(x) = erfc(-x/sqrt 2)/2. With
- * a = |x|/sqrt 2 and c = x erfc(a)/2:  x < 0: gelu = c;  x >= 0: gelu = x - c.
+ * a = |x|/sqrt 2 and c = x erfc(a)/2:  x < 0 (or -0): gelu = c;  else gelu = x - c.
  * erfc(a) = exp(-a^2) P(t) / (1 + 2a), t = (a - K)/(a + K), a polynomial P
  * fitted (Chebyshev, mpmath) to (1 + 2a) exp(a^2) erfc(a) on [0, amax]
  * (Shepherd & Laframboise's form: smooth and bounded on [0, inf)).
@@ -15,9 +15,10 @@
  *   float64: K = 4, degree 23 on a in [0, 27.5] (fit error 1.9e-18); |x|
  *            clamped to 38.5, past which gelu is x or below DBL_MIN.
  *   float32: computed in double lanes (then x^2 is exact and no split is
- *            needed) with K = 3, degree 13 on a in [0, 10.3] (fit error
- *            1.8e-11), |x| clamped to 14.5, and rounded once to float: the
- *            float32 gelu, gelu_tanh and silu are within ~0.5 ulp.
+ *            needed), |x| clamped to 14.5, with erfcx(a) = exp(a^2) erfc(a)
+ *            itself as the polynomial in t (K = 3, degree 12 on [0, 10.3],
+ *            2.8e-10 relative): no division by 1 + 2a. Rounded once to
+ *            float, gelu, gelu_tanh and silu are within ~0.5 ulp.
  * Measured max errors are in tests/test_activations.py.
  * Every element is computed alone by the same code (tails go through a
  * padded buffer), so results never depend on position or thread count.
@@ -26,6 +27,12 @@
 #include <string.h>
 #include "kernels.h"
 #include "vexp_avx2.h"
+
+/* a constant vector read from memory (4 equal doubles, 32-byte aligned), so
+ * that it folds into the FMA as a memory operand instead of a broadcast the
+ * compiler would hoist and spill: the hot loops stay free of spills */
+#define ACT_K(v) ({ static const double k_[4] __attribute__((aligned(32))) = {v, v, v, v}; \
+                    _mm256_load_pd(k_); })
 
 /* -------------------- double-lane math (float64 and float32) -------------------- */
 
@@ -42,7 +49,7 @@ static inline __m256d act_relu_pd(__m256d x)
 static inline __m256d act_xsigmoid_pd(__m256d xn, __m256d z)
 {
     const __m256d one = _mm256_set1_pd(1.0);
-    __m256d e = cattn_exp256_pd(_mm256_sub_pd(_mm256_setzero_pd(), act_abs_pd(z)));
+    __m256d e = cattn_expneg256_pd(_mm256_sub_pd(_mm256_setzero_pd(), act_abs_pd(z)));
     __m256d num = _mm256_blendv_pd(one, e, _mm256_cmp_pd(z, _mm256_setzero_pd(), _CMP_LT_OQ));
     return _mm256_div_pd(_mm256_mul_pd(xn, num), _mm256_add_pd(one, e));
 }
@@ -86,52 +93,103 @@ static inline __m256d act_gelu_pd(__m256d x)
     for (int k = 1; k < 24; k++) p = _mm256_fmadd_pd(p, t, _mm256_set1_pd(act_gelu_p64[k]));
     __m256d c = _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(half, xc), p), d);
     c = _mm256_mul_pd(c, _mm256_fnmadd_pd(half, l, one));
-    c = _mm256_mul_pd(c, cattn_exp256_pd(_mm256_mul_pd(_mm256_set1_pd(-0.5), h)));
-    return _mm256_blendv_pd(_mm256_sub_pd(x, c), c, _mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_LT_OQ));
+    c = _mm256_mul_pd(c, cattn_expneg256_pd(_mm256_mul_pd(_mm256_set1_pd(-0.5), h)));
+    return _mm256_blendv_pd(_mm256_sub_pd(x, c), c, x);      /* sign bit of x: c (-0 -> -0) */
 }
 
 /* float32 data through double lanes: gelu, gelu_tanh and silu of float32
  * inputs are computed in double (x^2 is then exact) and rounded once, so
- * they are within 0.5 ulp + ~1e-11 relative of the exact value. */
+ * they are within 0.5 ulp + ~1e-9 relative of the exact value. Double is
+ * far more than these need: the polynomials are cut to ~1e-10 relative and
+ * evaluated by Estrin's scheme (short dependency chains). */
 
-static const double act_gelu_p32[14] = {   /* K = 3, degree 13, a in [0, 10.3], fit 1.8e-11 */
-    -0x1.1edd03deae345p-18, 0x1.60993032c41c5p-16, 0x1.f3ed3a031af3ep-14,
-    -0x1.f5de62a6e9a2ep-14, -0x1.99d5be8f381d1p-11, 0x1.f062231f93d29p-10,
-    0x1.4bb4af6372303p-9, -0x1.8577f8bb312cep-6, 0x1.17c9e873cab37p-4,
-    -0x1.e88b70f18b1c8p-4, 0x1.098368c082c75p-3, -0x1.85a15d423dd3fp-5,
-    -0x1.15c084c508490p-3, 0x1.40c522d7eee1fp+0,
+/* exp(x) for x <= 0 to ~1e-11 relative: the reduction of cattn_exp_core_pd,
+ * then Taylor to r^9 (remainder < 1e-11 on |r| <= ln2/2) */
+static inline __m256d act_expneg9_pd(__m256d x)
+{
+    const __m256d lo = ACT_K(CATTN_EXP_LO_F64);
+    const __m256d magic = ACT_K(6755399441056767.0);     /* 1.5 * 2^52 + 1023 */
+    const __m256d xc = _mm256_max_pd(lo, x);
+    const __m256d t = _mm256_fmadd_pd(xc, ACT_K(1.4426950408889634074), magic);
+    const __m256d n = _mm256_sub_pd(t, magic);
+    __m256d r = _mm256_fnmadd_pd(n, ACT_K(6.93145751953125e-1), xc);
+    r = _mm256_fnmadd_pd(n, ACT_K(1.42860682030941723212e-6), r);
+    const __m256d r2 = _mm256_mul_pd(r, r), r4 = _mm256_mul_pd(r2, r2);
+    const __m256d p01 = _mm256_add_pd(ACT_K(1.0), r);
+    const __m256d p23 = _mm256_fmadd_pd(ACT_K(1.0 / 6), r, ACT_K(0.5));
+    const __m256d p45 = _mm256_fmadd_pd(ACT_K(1.0 / 120), r, ACT_K(1.0 / 24));
+    const __m256d p67 = _mm256_fmadd_pd(ACT_K(1.0 / 5040), r, ACT_K(1.0 / 720));
+    const __m256d p89 = _mm256_fmadd_pd(ACT_K(1.0 / 362880), r, ACT_K(1.0 / 40320));
+    const __m256d q0 = _mm256_fmadd_pd(p23, r2, p01), q1 = _mm256_fmadd_pd(p67, r2, p45);
+    __m256d p = _mm256_fmadd_pd(q1, r4, q0);
+    p = _mm256_fmadd_pd(p89, _mm256_mul_pd(r4, r4), p);
+    const __m256d y = _mm256_mul_pd(p, _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_castpd_si256(t), 52)));
+    return _mm256_and_pd(y, _mm256_cmp_pd(x, lo, _CMP_NLT_UQ));
+}
+
+/* erfcx(a) = exp(a^2) erfc(a) = P(t), t = (a - 3)/(a + 3): degree 12 on
+ * a in [0, 10.3], fit error 1.5e-11 absolute, 2.8e-10 relative; a_0 .. a_12.
+ * (erfcx is smooth in t up to t = 1: it falls like 1/(a sqrt pi).) */
+static const double act_gelu_p32[13][4] __attribute__((aligned(32))) = {
+    {0x1.6e9827d1f0e4ep-3, 0x1.6e9827d1f0e4ep-3, 0x1.6e9827d1f0e4ep-3, 0x1.6e9827d1f0e4ep-3},
+    {-0x1.4e102b9f32ea8p-2, -0x1.4e102b9f32ea8p-2, -0x1.4e102b9f32ea8p-2, -0x1.4e102b9f32ea8p-2},
+    {0x1.f6ff2065e3b3ap-3, 0x1.f6ff2065e3b3ap-3, 0x1.f6ff2065e3b3ap-3, 0x1.f6ff2065e3b3ap-3},
+    {-0x1.336ffb0df3987p-3, -0x1.336ffb0df3987p-3, -0x1.336ffb0df3987p-3, -0x1.336ffb0df3987p-3},
+    {0x1.258b0ca1d067cp-4, 0x1.258b0ca1d067cp-4, 0x1.258b0ca1d067cp-4, 0x1.258b0ca1d067cp-4},
+    {-0x1.8fa5fd8da5915p-6, -0x1.8fa5fd8da5915p-6, -0x1.8fa5fd8da5915p-6, -0x1.8fa5fd8da5915p-6},
+    {0x1.17cbcaebfec48p-8, 0x1.17cbcaebfec48p-8, 0x1.17cbcaebfec48p-8, 0x1.17cbcaebfec48p-8},
+    {0x1.73737c24c7cddp-11, 0x1.73737c24c7cddp-11, 0x1.73737c24c7cddp-11, 0x1.73737c24c7cddp-11},
+    {-0x1.395c37cc03e77p-11, -0x1.395c37cc03e77p-11, -0x1.395c37cc03e77p-11, -0x1.395c37cc03e77p-11},
+    {0x1.65caf5bd922aep-15, 0x1.65caf5bd922aep-15, 0x1.65caf5bd922aep-15, 0x1.65caf5bd922aep-15},
+    {0x1.0d7427b3b05fbp-14, 0x1.0d7427b3b05fbp-14, 0x1.0d7427b3b05fbp-14, 0x1.0d7427b3b05fbp-14},
+    {-0x1.25074c52a9953p-17, -0x1.25074c52a9953p-17, -0x1.25074c52a9953p-17, -0x1.25074c52a9953p-17},
+    {-0x1.aa8ec6629004bp-18, -0x1.aa8ec6629004bp-18, -0x1.aa8ec6629004bp-18, -0x1.aa8ec6629004bp-18},
 };
 
 static inline __m256d act_gelu_f32_pd(__m256d x)   /* x: a float32 value */
 {
-    const __m256d one = _mm256_set1_pd(1.0), half = _mm256_set1_pd(0.5);
-    const __m256d K = _mm256_set1_pd(3.0), lim = _mm256_set1_pd(14.5);
+    const __m256d half = ACT_K(0.5);
+    const __m256d K = ACT_K(3.0), lim = ACT_K(14.5);
     const __m256d xc = _mm256_min_pd(lim, _mm256_max_pd(_mm256_sub_pd(_mm256_setzero_pd(), lim), x));
-    const __m256d a = _mm256_mul_pd(act_abs_pd(xc), _mm256_set1_pd(0.70710678118654752440));
-    const __m256d apk = _mm256_add_pd(a, K);
-    const __m256d d = _mm256_fmadd_pd(_mm256_set1_pd(2.0), a, one);          /* 1 + 2a */
-    const __m256d q = _mm256_div_pd(one, _mm256_mul_pd(apk, d));              /* one division */
-    const __m256d t = _mm256_mul_pd(_mm256_mul_pd(_mm256_sub_pd(a, K), d), q);
-    __m256d p = _mm256_set1_pd(act_gelu_p32[0]);
-    for (int k = 1; k < 14; k++) p = _mm256_fmadd_pd(p, t, _mm256_set1_pd(act_gelu_p32[k]));
-    __m256d c = _mm256_mul_pd(_mm256_mul_pd(_mm256_mul_pd(half, xc), p), _mm256_mul_pd(apk, q));
-    c = _mm256_mul_pd(c, cattn_exp256_pd(_mm256_mul_pd(_mm256_set1_pd(-0.5), _mm256_mul_pd(xc, xc))));
-    return _mm256_blendv_pd(_mm256_sub_pd(x, c), c, _mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_LT_OQ));
+    const __m256d a = _mm256_mul_pd(act_abs_pd(xc), ACT_K(0.70710678118654752440));
+    const __m256d t = _mm256_div_pd(_mm256_sub_pd(a, K), _mm256_add_pd(a, K));
+#define ACT_C(k) _mm256_load_pd(act_gelu_p32[k])
+    const __m256d t2 = _mm256_mul_pd(t, t), t4 = _mm256_mul_pd(t2, t2);
+    const __m256d p01 = _mm256_fmadd_pd(ACT_C(1), t, ACT_C(0)), p23 = _mm256_fmadd_pd(ACT_C(3), t, ACT_C(2));
+    const __m256d p45 = _mm256_fmadd_pd(ACT_C(5), t, ACT_C(4)), p67 = _mm256_fmadd_pd(ACT_C(7), t, ACT_C(6));
+    const __m256d p89 = _mm256_fmadd_pd(ACT_C(9), t, ACT_C(8)), pab = _mm256_fmadd_pd(ACT_C(11), t, ACT_C(10));
+    const __m256d q0 = _mm256_fmadd_pd(p23, t2, p01), q1 = _mm256_fmadd_pd(p67, t2, p45);
+    const __m256d q2 = _mm256_fmadd_pd(pab, t2, p89);
+    const __m256d q3 = _mm256_fmadd_pd(ACT_C(12), t4, q2);
+#undef ACT_C
+    __m256d p = _mm256_fmadd_pd(q1, t4, q0);
+    p = _mm256_fmadd_pd(q3, _mm256_mul_pd(t4, t4), p);                  /* erfcx(a) */
+    __m256d cc = _mm256_mul_pd(_mm256_mul_pd(half, xc), p);
+    cc = _mm256_mul_pd(cc, act_expneg9_pd(_mm256_mul_pd(ACT_K(-0.5), _mm256_mul_pd(xc, xc))));
+    return _mm256_blendv_pd(_mm256_sub_pd(x, cc), cc, x);      /* sign bit of x: c (-0 -> -0) */
+}
+
+static inline __m256d act_xsigmoid_f32_pd(__m256d xn, __m256d z)
+{
+    const __m256d one = ACT_K(1.0);
+    __m256d e = act_expneg9_pd(_mm256_sub_pd(_mm256_setzero_pd(), act_abs_pd(z)));
+    __m256d num = _mm256_blendv_pd(one, e, _mm256_cmp_pd(z, _mm256_setzero_pd(), _CMP_LT_OQ));
+    return _mm256_div_pd(_mm256_mul_pd(xn, num), _mm256_add_pd(one, e));
 }
 
 static inline __m256d act_silu_f32_pd(__m256d x)
 {
-    return act_xsigmoid_pd(_mm256_max_pd(_mm256_set1_pd(-200.0), x), x);
+    return act_xsigmoid_f32_pd(_mm256_max_pd(ACT_K(-200.0), x), x);
 }
 
-/* apply a double-lane function F to 8 floats */
-#define ACT_VIA_PD(F, v)                                                         \
-    _mm256_set_m128(_mm256_cvtpd_ps(F(_mm256_cvtps_pd(_mm256_extractf128_ps((v), 1)))), \
-                    _mm256_cvtpd_ps(F(_mm256_cvtps_pd(_mm256_castps256_ps128(v)))))
-
-static inline __m256 act_gelu_ps(__m256 x) { return ACT_VIA_PD(act_gelu_f32_pd, x); }
-static inline __m256 act_gelu_tanh_ps(__m256 x) { return ACT_VIA_PD(act_gelu_tanh_pd, x); }
-static inline __m256 act_silu_ps(__m256 x) { return ACT_VIA_PD(act_silu_f32_pd, x); }
+static inline __m256d act_gelu_tanh_f32_pd(__m256d x)
+{
+    const __m256d xn = _mm256_max_pd(ACT_K(-30.0), x);
+    const __m256d z = _mm256_mul_pd(xn, _mm256_fmadd_pd(ACT_K(0.07135481627260025),
+                                                        _mm256_mul_pd(xn, xn),
+                                                        ACT_K(1.5957691216057308)));
+    return act_xsigmoid_f32_pd(xn, z);
+}
 
 /* ---------------------------- float32 ---------------------------- */
 
@@ -157,20 +215,38 @@ static inline __m256 act_relu_ps(__m256 x)
         }                                                                        \
     } while (0)
 
+/* float32 data through a double-lane function F, 4 floats per 128-bit load
+ * and store: no 256-bit insert / extract, and in the GEMM epilogue each load
+ * matches one 16-byte store of the bias loop (a 32-byte load spanning two
+ * such stores would miss store-to-load forwarding) */
+#define ACT_LOOP_PS_VIA_PD(F)                                                    \
+    do {                                                                         \
+        int64_t i = 0;                                                           \
+        for (; i + 4 <= n; i += 4)                                               \
+            _mm_storeu_ps(y + i, _mm256_cvtpd_ps(F(_mm256_cvtps_pd(_mm_loadu_ps(x + i))))); \
+        if (i < n) {                                         /* tail */          \
+            float buf[4] __attribute__((aligned(16))) = {0};                     \
+            memcpy(buf, x + i, sizeof(float) * (size_t)(n - i));                 \
+            _mm_store_ps(buf, _mm256_cvtpd_ps(F(_mm256_cvtps_pd(_mm_load_ps(buf))))); \
+            memcpy(y + i, buf, sizeof(float) * (size_t)(n - i));                 \
+        }                                                                        \
+    } while (0)
+
 void cattn_act_avx2_f32(float *y, const float *x, int64_t n, int act)
 {
     switch (act) {
     case CATTN_ACT_RELU: ACT_LOOP_PS(act_relu_ps); break;
-    case CATTN_ACT_GELU: ACT_LOOP_PS(act_gelu_ps); break;
-    case CATTN_ACT_GELU_TANH: ACT_LOOP_PS(act_gelu_tanh_ps); break;
-    case CATTN_ACT_SILU: ACT_LOOP_PS(act_silu_ps); break;
+    case CATTN_ACT_GELU: ACT_LOOP_PS_VIA_PD(act_gelu_f32_pd); break;
+    case CATTN_ACT_GELU_TANH: ACT_LOOP_PS_VIA_PD(act_gelu_tanh_f32_pd); break;
+    case CATTN_ACT_SILU: ACT_LOOP_PS_VIA_PD(act_silu_f32_pd); break;
     default: if (y != x) memmove(y, x, sizeof(float) * (size_t)n); break;
     }
 }
 
-void cattn_exp_avx2_f32(float *y, const float *x, int64_t n)
+void cattn_exp_avx2_f32(float *y, const float *x, int64_t n, int nonpos)
 {
-    ACT_LOOP_PS(cattn_exp256_ps);
+    if (nonpos) ACT_LOOP_PS(cattn_expneg256_ps);
+    else ACT_LOOP_PS(cattn_exp256_ps);
 }
 
 /* ---------------------------- float64 ---------------------------- */
@@ -203,7 +279,8 @@ void cattn_act_avx2_f64(double *y, const double *x, int64_t n, int act)
     }
 }
 
-void cattn_exp_avx2_f64(double *y, const double *x, int64_t n)
+void cattn_exp_avx2_f64(double *y, const double *x, int64_t n, int nonpos)
 {
-    ACT_LOOP_PD(cattn_exp256_pd);
+    if (nonpos) ACT_LOOP_PD(cattn_expneg256_pd);
+    else ACT_LOOP_PD(cattn_exp256_pd);
 }

@@ -166,11 +166,13 @@ static void FN(attn_flash_task)(const cattn_attn_args *g, int64_t uq, int64_t qb
                 }
                 for (int64_t s = 0; s < bc; s++) expsub(St + s * ldp, corr, lb, brp);
                 T *W = (T *)g->W + g->offw[uq] + i0 * g->rsw + s0;
-                for (int64_t i = 0; i < br; i++) {
+                for (int64_t i = 0; i < br; i++) {      /* masked (p == 0) stay 0 */
                     const T inv = l[i] > 0 ? (T)1 / l[i] : (T)0;
-                    for (int64_t s = 0; s < bc; s++)
-                        W[i * g->rsw + s] = l[i] > 0 ? St[s * ldp + i] * inv
-                                                     : (l[i] == 0 ? (T)0 : l[i]);
+                    for (int64_t s = 0; s < bc; s++) {
+                        const T p = St[s * ldp + i];
+                        W[i * g->rsw + s] = p == (T)0 || l[i] == (T)0 ? (T)0
+                                          : (l[i] > 0 ? p * inv : l[i]);
+                    }
                 }
                 continue;
             }
@@ -342,7 +344,7 @@ int FN(cattn_attention)(cattn_attn_args *g, int n_threads)
     g->nblk = cattn_cdiv(g->S, BC);
     const int64_t ntask = decode ? g->nkv * nch : nuq * nqb;
     const double flops = 4.0 * (double)rows * g->nkv * g->S * (double)(g->E + g->Ev);
-    int nt = (int)cattn_max64(1, cattn_min64(n_threads, cattn_min64(ntask, (int64_t)(flops / 2e5) + 1)));
+    int nt = (int)cattn_max64(1, cattn_min64(n_threads, cattn_min64(ntask, (int64_t)(flops / 1e6) + 1)));
 #ifndef _OPENMP
     nt = 1;
 #endif

@@ -128,7 +128,7 @@ int cattn_attention_f32(cattn_attn_args *args, int n_threads);
 int cattn_attention_f64(cattn_attn_args *args, int n_threads);
 /* ---- softmax.c / norm.c / act.c ----
  * Row-wise kernels: one thread owns a whole row (or block of columns), rows
- * are split statically, so results are bitwise identical for any n_threads.
+ * are handed out in fixed chunks, so results are bitwise identical for any n_threads.
  * Inputs below 32768 elements per thread run on fewer threads (one for small). */
 
 /* Softmax along the middle axis of an (outer, n, inner) view:
@@ -183,8 +183,10 @@ int cattn_act_f64(double *y, int64_t ys, const double *x, int64_t xs,
                   int64_t rows, int64_t n, int act, int n_threads);
 
 /* Test hook: y[i] = exp(x[i]) through the selected path's vector exp
- * (vexp_avx2.h or vexp.h), single-threaded.  y, x: (n,) contiguous. */
-int cattn_vexp_f32(float *y, const float *x, int64_t n);
-int cattn_vexp_f64(double *y, const double *x, int64_t n);
+ * (vexp_avx2.h or vexp.h), single-threaded; nonpos = 1 uses the variant
+ * for x <= 0 that softmax and the activations call.
+ *   y, x: (n,) contiguous. */
+int cattn_vexp_f32(float *y, const float *x, int64_t n, int nonpos);
+int cattn_vexp_f64(double *y, const double *x, int64_t n, int nonpos);
 
 #endif

@@ -8,14 +8,21 @@
 #include <string.h>
 #include "kernels.h"
 
-#define CATTN_KT_PORTABLE {                                                 \
-    "portable", cattn_ukr_ref_f32, cattn_ukr_ref_f64,                         \
-    cattn_dotn_ref_f32, cattn_dotn_ref_f64,                                   \
-    cattn_softmax_row_ref_f32, cattn_softmax_row_ref_f64,                     \
-    cattn_softmax_cols_ref_f32, cattn_softmax_cols_ref_f64,                   \
-    cattn_layer_norm_row_ref_f32, cattn_layer_norm_row_ref_f64,               \
-    cattn_rms_norm_row_ref_f32, cattn_rms_norm_row_ref_f64,                   \
-    cattn_act_ref_f32, cattn_act_ref_f64, cattn_exp_ref_f32, cattn_exp_ref_f64}
+/* designated initializers: entries added to cattn_dispatch_t by other
+ * kernels slot in here without depending on the field order */
+#define CATTN_KT_PORTABLE {                                                      \
+    .name = "portable", .gemm_f32 = cattn_ukr_ref_f32, .gemm_f64 = cattn_ukr_ref_f64, \
+    .dotn_f32 = cattn_dotn_ref_f32, .dotn_f64 = cattn_dotn_ref_f64,              \
+    .softmax_row_f32 = cattn_softmax_row_ref_f32,                                \
+    .softmax_row_f64 = cattn_softmax_row_ref_f64,                                \
+    .softmax_cols_f32 = cattn_softmax_cols_ref_f32,                              \
+    .softmax_cols_f64 = cattn_softmax_cols_ref_f64,                              \
+    .layer_norm_row_f32 = cattn_layer_norm_row_ref_f32,                          \
+    .layer_norm_row_f64 = cattn_layer_norm_row_ref_f64,                          \
+    .rms_norm_row_f32 = cattn_rms_norm_row_ref_f32,                              \
+    .rms_norm_row_f64 = cattn_rms_norm_row_ref_f64,                              \
+    .act_f32 = cattn_act_ref_f32, .act_f64 = cattn_act_ref_f64,                  \
+    .exp_f32 = cattn_exp_ref_f32, .exp_f64 = cattn_exp_ref_f64}
 
 cattn_dispatch_t cattn_kt = CATTN_KT_PORTABLE;
 

@@ -273,7 +273,7 @@ int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
     if (K <= 0 || alpha == (T)0) { FN(gemm_scale_only)(&g); return CATTN_OK; }
     if (M <= CATTN_GEMV_MAX_M && rsb == 1) return FN(gemv)(&g, n_threads);
     const int nt = FN(gemm_threads)(M, N, K, n_threads);
-    const size_t per = cattn_round_up(FN(gemm_b_size)(N, K), 64) + FN(gemm_a_size)(M, K);
+    const size_t per = cattn_round_up(cattn_round_up(FN(gemm_b_size)(N, K), 64) + FN(gemm_a_size)(M, K), 64);
     T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
     if (!buf) return CATTN_ENOMEM;
 #ifdef _OPENMP
@@ -309,7 +309,7 @@ int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
     /* many small items: one item per thread at a time; few large: split each */
     const int independent = nb >= 4 * (int64_t)nt || item_nt < nt;
     const size_t bsz = cattn_round_up(FN(gemm_b_size)(N, K), 64);
-    const size_t per = bsz + FN(gemm_a_size)(M, K);
+    const size_t per = cattn_round_up(bsz + FN(gemm_a_size)(M, K), 64);   /* keeps 64-byte alignment */
     T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
     if (!buf) return CATTN_ENOMEM;
 #ifdef _OPENMP

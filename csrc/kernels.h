@@ -32,7 +32,8 @@ typedef void (*cattn_dotn_f64_t)(double *out, const double *q, const double *K, 
  *   softmax_cols: the same along n rows for w <= CATTN_SMX_COLS_* adjacent
  *     columns: element (i, j) at x[i*xs + j] / y[i*ys + j]
  *   layer_norm_row / rms_norm_row: y[n] from x[n], weight / bias (n,) or NULL
- *   act: y[n] = act(x[n]) for a CATTN_ACT_* code; exp: y[n] = exp(x[n]) */
+ *   act: y[n] = act(x[n]) for a CATTN_ACT_* code; exp: y[n] = exp(x[n]),
+ *     nonpos = 1: the x <= 0 variant (cattn_expneg256_*; test hook) */
 #define CATTN_SMX_COLS_F32 32
 #define CATTN_SMX_COLS_F64 16
 typedef void (*cattn_smx_row_f32_t)(float *y, const float *x, int64_t n, int logsm);
@@ -51,8 +52,8 @@ typedef void (*cattn_rms_row_f64_t)(double *y, const double *x, const double *w,
                                     int64_t n, double eps);
 typedef void (*cattn_act_f32_t)(float *y, const float *x, int64_t n, int act);
 typedef void (*cattn_act_f64_t)(double *y, const double *x, int64_t n, int act);
-typedef void (*cattn_vexp_f32_t)(float *y, const float *x, int64_t n);
-typedef void (*cattn_vexp_f64_t)(double *y, const double *x, int64_t n);
+typedef void (*cattn_vexp_f32_t)(float *y, const float *x, int64_t n, int nonpos);
+typedef void (*cattn_vexp_f64_t)(double *y, const double *x, int64_t n, int nonpos);
 
 typedef struct {
     const char *name;
@@ -127,8 +128,8 @@ void cattn_rms_norm_row_ref_f32(float *y, const float *x, const float *w, int64_
 void cattn_rms_norm_row_ref_f64(double *y, const double *x, const double *w, int64_t n, double eps);
 void cattn_act_ref_f32(float *y, const float *x, int64_t n, int act);
 void cattn_act_ref_f64(double *y, const double *x, int64_t n, int act);
-void cattn_exp_ref_f32(float *y, const float *x, int64_t n);
-void cattn_exp_ref_f64(double *y, const double *x, int64_t n);
+void cattn_exp_ref_f32(float *y, const float *x, int64_t n, int nonpos);
+void cattn_exp_ref_f64(double *y, const double *x, int64_t n, int nonpos);
 #ifdef CATTN_X86
 /* row kernels: AVX2/FMA (rows_avx2.c, act_avx2.c) */
 void cattn_softmax_row_avx2_f32(float *y, const float *x, int64_t n, int logsm);
@@ -145,14 +146,22 @@ void cattn_rms_norm_row_avx2_f32(float *y, const float *x, const float *w, int64
 void cattn_rms_norm_row_avx2_f64(double *y, const double *x, const double *w, int64_t n, double eps);
 void cattn_act_avx2_f32(float *y, const float *x, int64_t n, int act);
 void cattn_act_avx2_f64(double *y, const double *x, int64_t n, int act);
-void cattn_exp_avx2_f32(float *y, const float *x, int64_t n);
-void cattn_exp_avx2_f64(double *y, const double *x, int64_t n);
+void cattn_exp_avx2_f32(float *y, const float *x, int64_t n, int nonpos);
+void cattn_exp_avx2_f64(double *y, const double *x, int64_t n, int nonpos);
 #endif
 
 /* Threads for an elementwise / row-wise pass over `elems` elements: 1 below
  * CATTN_ROWS_MIN_PER_THREAD elements per thread (fork/join would dominate).
  * The result never depends on it: rows and chunks are computed alone. */
 #define CATTN_ROWS_MIN_PER_THREAD 32768
+/* Rows are handed out dynamically, ~CATTN_ROWS_CHUNK elements at a time, so
+ * a thread that loses its core (shared machines) does not hold the others
+ * up; which thread computes a row never changes its result. */
+#define CATTN_ROWS_CHUNK 16384
+static inline int64_t cattn_rows_chunk(int64_t n)
+{
+    return n >= CATTN_ROWS_CHUNK ? 1 : CATTN_ROWS_CHUNK / (n > 0 ? n : 1);
+}
 static inline int cattn_rows_threads(int64_t elems, int n_threads)
 {
 #ifdef _OPENMP
@@ -173,6 +182,13 @@ static inline int64_t cattn_min64(int64_t a, int64_t b) { return a < b ? a : b; 
 static inline int64_t cattn_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t cattn_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline int64_t cattn_round_up(int64_t a, int64_t b) { return cattn_cdiv(a, b) * b; }
+
+/* an OpenMP directive inside a macro body; nothing without OpenMP */
+#ifdef _OPENMP
+#define CATTN_OMP(...) _Pragma(#__VA_ARGS__)
+#else
+#define CATTN_OMP(...)
+#endif
 
 #ifdef _OPENMP
 #include <omp.h>

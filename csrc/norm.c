@@ -66,7 +66,13 @@ void cattn_rms_norm_row_ref_f64(double *y, const double *x, const double *w, int
     for (int64_t i = 0; i < n; i++) y[i] = w ? x[i] * rstd * w[i] : x[i] * rstd;
 }
 
-/* ---- drivers: rows split statically over the team ---- */
+/* ---- drivers: rows handed out in chunks (cattn_rows_chunk) ----
+ * cattn_layer_norm_{f32,f64}: y = (x - mean) / sqrt(var + eps) * weight + bias
+ * cattn_rms_norm_{f32,f64}:   y = x / sqrt(mean(x^2) + eps) * weight
+ *   y: (rows, n), row r at y + r*ys, unit element stride
+ *   x: (rows, n), row r at x + r*xs, unit element stride
+ *   weight, bias: (n,) contiguous, or NULL
+ * y may equal x exactly; no other overlap. */
 
 #define NORM_DRIVERS(SFX, T)                                                     \
 int cattn_layer_norm_##SFX(T *y, int64_t ys, const T *x, int64_t xs,             \
@@ -77,7 +83,9 @@ int cattn_layer_norm_##SFX(T *y, int64_t ys, const T *x, int64_t xs,            
     if (rows <= 0 || n <= 0) return CATTN_OK;                                    \
     const cattn_ln_row_##SFX##_t row = cattn_kt.layer_norm_row_##SFX;            \
     const int nt = cattn_rows_threads(rows * n, n_threads);                      \
-    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")     \
+    const int64_t rc = cattn_rows_chunk(n);                                      \
+    (void)nt; (void)rc;                         /* unused without OpenMP */      \
+    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)) \
     for (int64_t r = 0; r < rows; r++) row(y + r * ys, x + r * xs, weight, bias, n, eps); \
     return CATTN_OK;                                                             \
 }                                                                                \
@@ -90,7 +98,9 @@ int cattn_rms_norm_##SFX(T *y, int64_t ys, const T *x, int64_t xs,              
     if (rows <= 0 || n <= 0) return CATTN_OK;                                    \
     const cattn_rms_row_##SFX##_t row = cattn_kt.rms_norm_row_##SFX;             \
     const int nt = cattn_rows_threads(rows * n, n_threads);                      \
-    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")     \
+    const int64_t rc = cattn_rows_chunk(n);                                      \
+    (void)nt; (void)rc;                         /* unused without OpenMP */      \
+    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)) \
     for (int64_t r = 0; r < rows; r++) row(y + r * ys, x + r * xs, weight, n, eps); \
     return CATTN_OK;                                                             \
 }

@@ -4,6 +4,11 @@
  * Not here: the threaded drivers and the portable kernels (softmax.c,
  * norm.c), whose comments state the numerics these kernels share.
  *
+ * x - max <= 0 (or -inf / NaN), so softmax uses the one-scaling
+ * cattn_expneg256_* (bitwise equal to cattn_exp256_* there). In the masked
+ * lanes of an edge column block the argument may be positive: those lanes
+ * are never stored.
+ *
  * Layout of each kernel (ggml style): SIMD main loop, then a // tail that
  * goes through the same vector code on a padded stack buffer (exp) or the
  * same scalar IEEE operations (max, multiply, subtract, fma), so a value's
@@ -79,10 +84,10 @@ static inline float smx_sumexp_f32(float *y, const float *x, int64_t n, float m)
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        __m256 e0 = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-        __m256 e1 = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
-        __m256 e2 = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 16), vm));
-        __m256 e3 = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 24), vm));
+        __m256 e0 = cattn_expneg256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        __m256 e1 = cattn_expneg256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
+        __m256 e2 = cattn_expneg256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 16), vm));
+        __m256 e3 = cattn_expneg256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 24), vm));
         if (y) {
             _mm256_storeu_ps(y + i, e0);
             _mm256_storeu_ps(y + i + 8, e1);
@@ -95,7 +100,7 @@ static inline float smx_sumexp_f32(float *y, const float *x, int64_t n, float m)
         s3 = _mm256_add_ps(s3, e3);
     }
     for (; i + 8 <= n; i += 8) {
-        __m256 e = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        __m256 e = cattn_expneg256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
         if (y) _mm256_storeu_ps(y + i, e);
         s0 = _mm256_add_ps(s0, e);
     }
@@ -103,7 +108,7 @@ static inline float smx_sumexp_f32(float *y, const float *x, int64_t n, float m)
         float buf[8] __attribute__((aligned(32)));
         const int64_t r = n - i;
         for (int k = 0; k < 8; k++) buf[k] = k < r ? x[i + k] : -INFINITY;
-        __m256 e = cattn_exp256_ps(_mm256_sub_ps(_mm256_load_ps(buf), vm));
+        __m256 e = cattn_expneg256_ps(_mm256_sub_ps(_mm256_load_ps(buf), vm));
         if (y) { _mm256_store_ps(buf, e); memcpy(y + i, buf, sizeof(float) * (size_t)r); }
         s0 = _mm256_add_ps(s0, e);
     }
@@ -154,10 +159,10 @@ static inline double smx_sumexp_f64(double *y, const double *x, int64_t n, doubl
     __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m256d e0 = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i), vm));
-        __m256d e1 = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i + 4), vm));
-        __m256d e2 = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i + 8), vm));
-        __m256d e3 = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i + 12), vm));
+        __m256d e0 = cattn_expneg256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i), vm));
+        __m256d e1 = cattn_expneg256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i + 4), vm));
+        __m256d e2 = cattn_expneg256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i + 8), vm));
+        __m256d e3 = cattn_expneg256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i + 12), vm));
         if (y) {
             _mm256_storeu_pd(y + i, e0);
             _mm256_storeu_pd(y + i + 4, e1);
@@ -170,7 +175,7 @@ static inline double smx_sumexp_f64(double *y, const double *x, int64_t n, doubl
         s3 = _mm256_add_pd(s3, e3);
     }
     for (; i + 4 <= n; i += 4) {
-        __m256d e = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i), vm));
+        __m256d e = cattn_expneg256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i), vm));
         if (y) _mm256_storeu_pd(y + i, e);
         s0 = _mm256_add_pd(s0, e);
     }
@@ -178,7 +183,7 @@ static inline double smx_sumexp_f64(double *y, const double *x, int64_t n, doubl
         double buf[4] __attribute__((aligned(32)));
         const int64_t r = n - i;
         for (int k = 0; k < 4; k++) buf[k] = k < r ? x[i + k] : -INFINITY;
-        __m256d e = cattn_exp256_pd(_mm256_sub_pd(_mm256_load_pd(buf), vm));
+        __m256d e = cattn_expneg256_pd(_mm256_sub_pd(_mm256_load_pd(buf), vm));
         if (y) { _mm256_store_pd(buf, e); memcpy(y + i, buf, sizeof(double) * (size_t)r); }
         s0 = _mm256_add_pd(s0, e);
     }
@@ -224,12 +229,12 @@ void cattn_softmax_row_avx2_f64(double *y, const double *x, int64_t n, int logsm
     for (int64_t i = 0; i < n; i++)                                              \
         for (int v = 0; v < NV; v++) {                                           \
             V e = EXP(SUB(LOADM(x + i * xs + v * VL, mask[v]), m[v]));           \
-            if (!logsm) STOREM(y + i * ys + v * VL, mask[v], e);                   \
+            if (!logsm) STOREM(y + i * ys + v * VL, mask[v], e);                 \
             s[v] = ADD(s[v], e);                                                 \
         }                                                                        \
     for (int v = 0; v < NV; v++) {                                               \
         const V zero_s = CMPEQ(s[v], ZERO());                                    \
-        if (!logsm) {                                                              \
+        if (!logsm) {                                                            \
             f[v] = BLEND(DIV(SET1((T)1), s[v]), ZERO(), zero_s);                 \
         } else {                                                                 \
             T t[VL] __attribute__((aligned(32)));                                \
@@ -240,7 +245,7 @@ void cattn_softmax_row_avx2_f64(double *y, const double *x, int64_t n, int logsm
     }                                                                            \
     for (int64_t i = 0; i < n; i++)                                              \
         for (int v = 0; v < NV; v++) {                                           \
-            if (logsm)                                                             \
+            if (logsm)                                                           \
                 STOREM(y + i * ys + v * VL, mask[v],                             \
                        SUB(SUB(LOADM(x + i * xs + v * VL, mask[v]), m[v]), f[v])); \
             else                                                                 \
@@ -263,7 +268,7 @@ static void smx_cols_full_f32(float *y, int64_t ys, const float *x, int64_t xs,
 {
     const int mask[4] = {0, 0, 0, 0};                           /* unused */
     SMX_COLS_BODY(float, __m256, 8, 4, SMX_LOADU_PS, SMX_STOREU_PS, _mm256_max_ps,
-                  _mm256_sub_ps, _mm256_add_ps, _mm256_mul_ps, cattn_exp256_ps,
+                  _mm256_sub_ps, _mm256_add_ps, _mm256_mul_ps, cattn_expneg256_ps,
                   _mm256_set1_ps, _mm256_setzero_ps, smx_cmpeq_ps, smx_blend_ps,
                   _mm256_div_ps, _mm256_store_ps, _mm256_load_ps, mask)
     (void)mask;
@@ -280,7 +285,7 @@ static void smx_cols_edge_f32(float *y, int64_t ys, const float *x, int64_t xs,
     }
     SMX_COLS_BODY(float, __m256, 8, 4, _mm256_maskload_ps, _mm256_maskstore_ps,
                   _mm256_max_ps, _mm256_sub_ps, _mm256_add_ps, _mm256_mul_ps,
-                  cattn_exp256_ps, _mm256_set1_ps, _mm256_setzero_ps, smx_cmpeq_ps,
+                  cattn_expneg256_ps, _mm256_set1_ps, _mm256_setzero_ps, smx_cmpeq_ps,
                   smx_blend_ps, _mm256_div_ps, _mm256_store_ps, _mm256_load_ps, mask)
 }
 
@@ -296,7 +301,7 @@ static void smx_cols_full_f64(double *y, int64_t ys, const double *x, int64_t xs
 {
     const int mask[4] = {0, 0, 0, 0};
     SMX_COLS_BODY(double, __m256d, 4, 4, SMX_LOADU_PD, SMX_STOREU_PD, _mm256_max_pd,
-                  _mm256_sub_pd, _mm256_add_pd, _mm256_mul_pd, cattn_exp256_pd,
+                  _mm256_sub_pd, _mm256_add_pd, _mm256_mul_pd, cattn_expneg256_pd,
                   _mm256_set1_pd, _mm256_setzero_pd, smx_cmpeq_pd, smx_blend_pd,
                   _mm256_div_pd, _mm256_store_pd, _mm256_load_pd, mask)
     (void)mask;
@@ -313,7 +318,7 @@ static void smx_cols_edge_f64(double *y, int64_t ys, const double *x, int64_t xs
     }
     SMX_COLS_BODY(double, __m256d, 4, 4, _mm256_maskload_pd, _mm256_maskstore_pd,
                   _mm256_max_pd, _mm256_sub_pd, _mm256_add_pd, _mm256_mul_pd,
-                  cattn_exp256_pd, _mm256_set1_pd, _mm256_setzero_pd, smx_cmpeq_pd,
+                  cattn_expneg256_pd, _mm256_set1_pd, _mm256_setzero_pd, smx_cmpeq_pd,
                   smx_blend_pd, _mm256_div_pd, _mm256_store_pd, _mm256_load_pd, mask)
 }
 
@@ -326,12 +331,102 @@ void cattn_softmax_cols_avx2_f64(double *y, int64_t ys, const double *x, int64_t
 
 /* ======================= layer norm / RMS norm rows ======================= */
 
-/* float32: sums in double; y = ((x - mu_hi) - mu_lo) * rstd * w + b, where
- * mu_hi + mu_lo = mean to ~2^-48 relative and x - mu_hi is exact near the
- * mean, so rows with a large mean keep their small deviations. */
+/* float32 output pass: y = ((x - mh) - ml) * r * w + b, where mh + ml is
+ * the mean to ~2^-48 relative and x - mh is exact near the mean, so rows
+ * with a large mean keep their small deviations. */
+static inline void ln_out_f32(float *y, const float *x, const float *w, const float *b,
+                              int64_t n, double mu, double rstd)
+{
+    const int64_t n8 = n & ~(int64_t)7;
+    const float mh = (float)mu, ml = (float)(mu - (double)mh), r = (float)rstd;
+    const __m256 vmh = _mm256_set1_ps(mh), vml = _mm256_set1_ps(ml), vr = _mm256_set1_ps(r);
+    int64_t i;
+    for (i = 0; i < n8; i += 8) {
+        __m256 t = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmh), vml), vr);
+        if (w && b) t = _mm256_fmadd_ps(t, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i));
+        else if (w) t = _mm256_mul_ps(t, _mm256_loadu_ps(w + i));
+        else if (b) t = _mm256_add_ps(t, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(y + i, t);
+    }
+    for (; i < n; i++) {                                        /* tail */
+        float t = ((x[i] - mh) - ml) * r;
+        if (w && b) t = fmaf(t, w[i], b[i]);
+        else if (w) t *= w[i];
+        else if (b) t += b[i];
+        y[i] = t;
+    }
+}
+
+/* the 8 vectors at p (64 floats) summed as a pairwise tree */
+static inline __m256 ln_tree8(const __m256 *v)
+{
+    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])),
+                         _mm256_add_ps(_mm256_add_ps(v[4], v[5]), _mm256_add_ps(v[6], v[7])));
+}
+
+/* float32 stats, fast path: blocks of 64 floats are summed in float (a
+ * pairwise tree, or two fma chains of 4 squares: <= 4u of the block per
+ * lane) and the block sums added in double. Pass 1 gives a first mean m0;
+ * pass 2 sums d = x - m0 and d^2 and corrects it: mean = m0 + mean(d),
+ * var = mean(d^2) - mean(d)^2 (mean(d) is ~0 up to pass 1's rounding, so
+ * nothing cancels). Returns 0 when a float sum overflowed (|x| ~ 1e19 and
+ * up) or met NaN / inf: the caller then takes the all-double path. */
+static inline int ln_stats_fast_f32(const float *x, int64_t n, double *mean, double *var)
+{
+    __m256d D0 = _mm256_setzero_pd(), D1 = D0, E0 = D0, E1 = D0;
+    __m256 v[8], f = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {                              /* pass 1 */
+        for (int k = 0; k < 8; k++) v[k] = _mm256_loadu_ps(x + i + 8 * k);
+        __m256 t = ln_tree8(v);
+        ROWS_ACC_PS_PD(t, D0, D1);
+    }
+    for (; i + 8 <= n; i += 8) f = _mm256_add_ps(f, _mm256_loadu_ps(x + i));
+    ROWS_ACC_PS_PD(f, D0, D1);
+    double s = rows_hsum_pd(_mm256_add_pd(D0, D1));
+    for (; i < n; i++) s += x[i];
+    const float m0 = (float)(s / (double)n);
+    const __m256 vm = _mm256_set1_ps(m0);
+    D0 = D1 = _mm256_setzero_pd();
+    for (i = 0; i + 64 <= n; i += 64) {                         /* pass 2 */
+        for (int k = 0; k < 8; k++) v[k] = _mm256_sub_ps(_mm256_loadu_ps(x + i + 8 * k), vm);
+        __m256 q0 = _mm256_mul_ps(v[0], v[0]), q1 = _mm256_mul_ps(v[1], v[1]);
+        q0 = _mm256_fmadd_ps(v[2], v[2], q0);
+        q1 = _mm256_fmadd_ps(v[3], v[3], q1);
+        q0 = _mm256_fmadd_ps(v[4], v[4], q0);
+        q1 = _mm256_fmadd_ps(v[5], v[5], q1);
+        q0 = _mm256_fmadd_ps(v[6], v[6], q0);
+        q1 = _mm256_fmadd_ps(v[7], v[7], q1);
+        __m256 t = ln_tree8(v), q = _mm256_add_ps(q0, q1);
+        ROWS_ACC_PS_PD(t, D0, D1);
+        ROWS_ACC_PS_PD(q, E0, E1);
+    }
+    __m256 fd = _mm256_setzero_ps(), fq = fd;
+    for (; i + 8 <= n; i += 8) {
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
+        fd = _mm256_add_ps(fd, d);
+        fq = _mm256_fmadd_ps(d, d, fq);
+    }
+    ROWS_ACC_PS_PD(fd, D0, D1);
+    ROWS_ACC_PS_PD(fq, E0, E1);
+    double s1 = rows_hsum_pd(_mm256_add_pd(D0, D1)), s2 = rows_hsum_pd(_mm256_add_pd(E0, E1));
+    for (; i < n; i++) { const double d = (double)x[i] - m0; s1 += d; s2 += d * d; }
+    if (!(fabs(s) <= 1e300 && s2 <= 1e300)) return 0;     /* overflow, inf or NaN */
+    const double c = s1 / (double)n, v2 = s2 / (double)n - c * c;
+    *mean = (double)m0 + c;
+    *var = v2 > 0 ? v2 : 0;
+    return 1;
+}
+
+/* float32: stats in double throughout (the fallback of the fast path) */
 void cattn_layer_norm_row_avx2_f32(float *y, const float *x, const float *w,
                                    const float *b, int64_t n, double eps)
 {
+    double fmu, fvar;
+    if (ln_stats_fast_f32(x, n, &fmu, &fvar)) {
+        ln_out_f32(y, x, w, b, n, fmu, 1.0 / sqrt(fvar + eps));
+        return;
+    }
     const int64_t n16 = n & ~(int64_t)15, n8 = n & ~(int64_t)7;
     __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
@@ -355,23 +450,7 @@ void cattn_layer_norm_row_avx2_f32(float *y, const float *x, const float *w,
     }
     double ss = rows_hsum_pd(_mm256_add_pd(a0, a1));
     for (; i < n; i++) { const double d = x[i] - mu; ss += d * d; }
-    const double rstd = 1.0 / sqrt(ss / (double)n + eps);
-    const float mh = (float)mu, ml = (float)(mu - (double)mh), r = (float)rstd;
-    const __m256 vmh = _mm256_set1_ps(mh), vml = _mm256_set1_ps(ml), vr = _mm256_set1_ps(r);
-    for (i = 0; i < n8; i += 8) {                               /* pass 3: output */
-        __m256 t = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmh), vml), vr);
-        if (w && b) t = _mm256_fmadd_ps(t, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i));
-        else if (w) t = _mm256_mul_ps(t, _mm256_loadu_ps(w + i));
-        else if (b) t = _mm256_add_ps(t, _mm256_loadu_ps(b + i));
-        _mm256_storeu_ps(y + i, t);
-    }
-    for (; i < n; i++) {                                        /* tail */
-        float t = ((x[i] - mh) - ml) * r;
-        if (w && b) t = fmaf(t, w[i], b[i]);
-        else if (w) t *= w[i];
-        else if (b) t += b[i];
-        y[i] = t;
-    }
+    ln_out_f32(y, x, w, b, n, mu, 1.0 / sqrt(ss / (double)n + eps));
 }
 
 /* float64: two-pass with the correction term c = mean(x - mu) */

@@ -24,14 +24,14 @@
 /* ---- portable kernels ---- */
 
 #define SMX_ROW_REF(SFX, T, ACC, EXP, LOG)                                       \
-void cattn_softmax_row_ref_##SFX(T *y, const T *x, int64_t n, int logsm)           \
+void cattn_softmax_row_ref_##SFX(T *y, const T *x, int64_t n, int logsm)         \
 {                                                                                \
     T m = (T)-INFINITY;                                                          \
     for (int64_t i = 0; i < n; i++) if (x[i] > m) m = x[i];                      \
     if (m == (T)-INFINITY) m = (T)0;                                             \
     ACC s[4] = {0, 0, 0, 0};                                                     \
     int64_t i = 0;                                                               \
-    if (!logsm) {                                                                  \
+    if (!logsm) {                                                                \
         for (; i + 4 <= n; i += 4)                                               \
             for (int k = 0; k < 4; k++) { T e = EXP(x[i + k] - m); y[i + k] = e; s[k] += e; } \
         for (; i < n; i++) { T e = EXP(x[i] - m); y[i] = e; s[0] += e; }         \
@@ -54,7 +54,7 @@ SMX_ROW_REF(f64, double, double, cattn_exp_f64, log)
 /* w <= COLS adjacent columns of n rows: element (i, j) at x[i*xs + j] */
 #define SMX_COLS_REF(SFX, T, ACC, COLS, EXP, LOG)                                \
 void cattn_softmax_cols_ref_##SFX(T *y, int64_t ys, const T *x, int64_t xs,      \
-                                  int64_t n, int64_t w, int logsm)                 \
+                                  int64_t n, int64_t w, int logsm)               \
 {                                                                                \
     T m[COLS];                                                                   \
     ACC s[COLS];                                                                 \
@@ -65,15 +65,15 @@ void cattn_softmax_cols_ref_##SFX(T *y, int64_t ys, const T *x, int64_t xs,     
     for (int64_t i = 0; i < n; i++)                                              \
         for (int64_t j = 0; j < w; j++) {                                        \
             T e = EXP(x[i * xs + j] - m[j]);                                     \
-            if (!logsm) y[i * ys + j] = e;                                         \
+            if (!logsm) y[i * ys + j] = e;                                       \
             s[j] += e;                                                           \
         }                                                                        \
     T f[COLS];                                                                   \
     for (int64_t j = 0; j < w; j++)                                              \
-        f[j] = s[j] == 0 ? (T)0 : logsm ? (T)LOG(s[j]) : (T)((ACC)1 / s[j]);       \
+        f[j] = s[j] == 0 ? (T)0 : logsm ? (T)LOG(s[j]) : (T)((ACC)1 / s[j]);     \
     for (int64_t i = 0; i < n; i++)                                              \
         for (int64_t j = 0; j < w; j++) {                                        \
-            if (logsm) y[i * ys + j] = (x[i * xs + j] - m[j]) - f[j];              \
+            if (logsm) y[i * ys + j] = (x[i * xs + j] - m[j]) - f[j];            \
             else y[i * ys + j] *= f[j];                                          \
         }                                                                        \
 }
@@ -81,12 +81,20 @@ void cattn_softmax_cols_ref_##SFX(T *y, int64_t ys, const T *x, int64_t xs,     
 SMX_COLS_REF(f32, float, double, CATTN_SMX_COLS_F32, cattn_exp_f32, log)
 SMX_COLS_REF(f64, double, double, CATTN_SMX_COLS_F64, cattn_exp_f64, log)
 
-/* ---- the driver: (outer, n, inner) -> row or column kernels ---- */
+/* ---- the driver: (outer, n, inner) -> row or column kernels ----
+ * cattn_softmax_{f32,f64}: y = softmax(x) (logsm = 0) or log_softmax(x)
+ * (logsm = 1) along the middle axis.
+ *   y: (outer, n, inner), element (o,i,j) at y[o*yso + i*ysn + j*ysi]
+ *   x: (outer, n, inner), element (o,i,j) at x[o*xso + i*xsn + j*xsi]
+ * y may equal x exactly (same pointer and strides); no other overlap.
+ * Unit inner strides take the column kernel (blocks of COLS columns, inner
+ * vectorized, no transpose); otherwise rows, gathered into per-thread
+ * scratch (allocated once per call) when their element stride is not 1. */
 
 #define SMX_DRIVER(SFX, T, COLS)                                                 \
 int cattn_softmax_##SFX(T *y, int64_t yso, int64_t ysn, int64_t ysi,             \
                         const T *x, int64_t xso, int64_t xsn, int64_t xsi,       \
-                        int64_t outer, int64_t n, int64_t inner, int logsm,        \
+                        int64_t outer, int64_t n, int64_t inner, int logsm,      \
                         int n_threads)                                           \
 {                                                                                \
     cattn_init();                                                                \
@@ -96,11 +104,11 @@ int cattn_softmax_##SFX(T *y, int64_t yso, int64_t ysn, int64_t ysi,            
         /* columns: units of (outer index, block of COLS columns) */             \
         const cattn_smx_cols_##SFX##_t cols = cattn_kt.softmax_cols_##SFX;       \
         const int64_t nblk = cattn_cdiv(inner, COLS), units = outer * nblk;      \
-        _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)") \
+        CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)) \
         for (int64_t u = 0; u < units; u++) {                                    \
             const int64_t o = u / nblk, j0 = (u % nblk) * COLS;                  \
             cols(y + o * yso + j0, ysn, x + o * xso + j0, xsn, n,                \
-                 cattn_min64(COLS, inner - j0), logsm);                            \
+                 cattn_min64(COLS, inner - j0), logsm);                          \
         }                                                                        \
         return CATTN_OK;                                                         \
     }                                                                            \
@@ -113,20 +121,17 @@ int cattn_softmax_##SFX(T *y, int64_t yso, int64_t ysn, int64_t ysi,            
         buf = cattn_aligned_alloc(sizeof(T) * (size_t)ld * (size_t)nt);          \
         if (!buf) return CATTN_ENOMEM;                                           \
     }                                                                            \
-    const int64_t rows = outer * inner;                                          \
-    _Pragma("omp parallel num_threads(nt) if (nt > 1)")                          \
-    {                                                                            \
-        const int tid = CATTN_TID(), tn = CATTN_NT();                            \
-        T *tmp = buf ? buf + ld * tid : NULL;                                    \
-        const int64_t r1 = rows * (tid + 1) / tn;                                \
-        for (int64_t r = rows * tid / tn; r < r1; r++) {                         \
-            const int64_t o = r / inner, j = r % inner;                          \
-            const T *xr = x + o * xso + j * xsi;                                 \
-            T *yr = y + o * yso + j * ysi;                                       \
-            if (gather) for (int64_t i = 0; i < n; i++) tmp[i] = xr[i * xsn];    \
-            row(scatter ? tmp : yr, gather ? tmp : xr, n, logsm);                  \
-            if (scatter) for (int64_t i = 0; i < n; i++) yr[i * ysn] = tmp[i];   \
-        }                                                                        \
+    const int64_t rows = outer * inner, rc = cattn_rows_chunk(n);                \
+    (void)rc;                                   /* unused without OpenMP */      \
+    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, rc) if (nt > 1)) \
+    for (int64_t r = 0; r < rows; r++) {                                         \
+        T *tmp = buf ? buf + ld * CATTN_TID() : NULL;                            \
+        const int64_t o = r / inner, j = r % inner;                              \
+        const T *xr = x + o * xso + j * xsi;                                     \
+        T *yr = y + o * yso + j * ysi;                                           \
+        if (gather) for (int64_t i = 0; i < n; i++) tmp[i] = xr[i * xsn];        \
+        row(scatter ? tmp : yr, gather ? tmp : xr, n, logsm);                    \
+        if (scatter) for (int64_t i = 0; i < n; i++) yr[i * ysn] = tmp[i];       \
     }                                                                            \
     cattn_aligned_free(buf);                                                     \
     return CATTN_OK;                                                             \

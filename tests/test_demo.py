@@ -61,3 +61,9 @@ def test_demo_falls_back_to_ascii_labels():
     text = buf.getvalue()
     text.encode("ascii")
     assert "laoshu" in text
+
+
+def test_cli_demo_runs(capsys):
+    from cattn.cli import main
+    assert main(["demo"]) == 0
+    assert "softmax" in capsys.readouterr().out.lower()

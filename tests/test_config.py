@@ -1,0 +1,105 @@
+"""show_config() and the command line (`cattn info`, `cattn bench`)."""
+import io
+
+import numpy as np
+import pytest
+
+import cattn
+from cattn import _bench
+from cattn.cli import main
+from helpers import run_python
+
+
+def _config_text():
+    buf = io.StringIO()
+    cattn.show_config(file=buf)
+    return buf.getvalue()
+
+
+def test_show_config_prints_the_build():
+    text = _config_text()
+    assert f"version: {cattn.__version__}" in text
+    assert "compiler: " in text and ("gcc" in text or "clang" in text)
+    assert "openmp: " in text
+    assert f"kernel_path: {cattn._ext.kernel_path()}" in text
+    # block sizes straight from csrc/config.h
+    assert "f32 MC,KC,NC=144,256,4080" in text and "f64 MC,KC,NC=96,256,2040" in text
+    assert f"threads: {cattn.get_num_threads()}" in text
+
+
+def test_show_config_reports_current_threads():
+    with cattn.num_threads(3):
+        assert "threads: 3" in _config_text()
+
+
+def test_show_config_defaults_to_stdout(capsys):
+    cattn.show_config()
+    assert "kernel_path" in capsys.readouterr().out
+
+
+def test_cli_info(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert f"version: {cattn.__version__}" in out and "block_sizes" in out
+
+
+def test_python_dash_m_cattn_info():
+    out = run_python("import runpy, sys; sys.argv = ['cattn', 'info']; "
+                     "runpy.run_module('cattn', run_name='__main__')")
+    assert "kernel_path" in out
+
+
+def test_cli_bench_tiny(capsys):
+    assert main(["bench", "--quick", "--tiny", "--threads", "1", "--no-torch"]) == 0
+    out = capsys.readouterr().out
+    assert "cattn/numpy" in out and "matmul 8x8 @ 8x8" in out and "1 thread" in out
+    assert "MISMATCH" not in out
+
+
+def test_cli_bench_float64_tiny(capsys):
+    assert main(["bench", "--tiny", "--dtype", "float64", "--no-torch"]) == 0
+    assert "float64" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [[], ["bench", "--threads", "0"], ["bench", "--dtype", "int8"],
+                                  ["nope"]])
+def test_cli_bad_arguments(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+
+
+def test_bench_registry_runs_a_new_row():
+    """another op can add rows: a suite registering one case shows up"""
+    @_bench.suite
+    def extra(sizes):
+        x = np.ones(4, sizes.dtype)
+        _bench.register("extra sum", 4, lambda: x * 2, lambda: x + x)
+    try:
+        rows = _bench.run(1, tiny=True, warmup=0.0, runs=1, min_run=0.0, use_torch=False)
+    finally:
+        _bench.SUITES.remove(extra)
+    row = [r for r in rows if r["name"] == "extra sum"][0]
+    assert row["agree"] and row["torch"] is None and row["cattn"] > 0
+
+
+def test_bench_flags_a_disagreeing_row(capsys):
+    @_bench.suite
+    def wrong(sizes):
+        _bench.register("wrong", 1, lambda: np.ones(3), lambda: np.zeros(3))
+    try:
+        rows = _bench.run(1, tiny=True, warmup=0.0, runs=1, min_run=0.0, use_torch=False)
+    finally:
+        _bench.SUITES.remove(wrong)
+    _bench.format_table(rows)
+    assert "MISMATCH" in capsys.readouterr().out
+
+
+def test_cli_bench_tiny_with_torch():
+    """torch column filled when torch is installed (own process: torch brings
+    its own OpenMP runtime, kept out of the other tests)."""
+    pytest.importorskip("torch")
+    out = run_python("import sys; from cattn.cli import main; "
+                     "sys.exit(main(['bench', '--tiny', '--threads', '2']))")
+    row = [ln for ln in out.splitlines() if ln.startswith("matmul 8x8")][0]
+    assert row.split()[6] != "-"    # name is 4 words: cattn numpy torch after it

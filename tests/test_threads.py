@@ -1,0 +1,187 @@
+"""Thread policy (set/get, context manager, per-thread isolation, OpenMP and
+threadpoolctl defaults), bitwise-identical results for any thread count, and
+concurrent calls from several Python threads."""
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import cattn
+from helpers import check_linear, check_matmul, randn, run_python
+
+
+# ---- the API ----
+
+def test_set_get():
+    cattn.set_num_threads(3)
+    assert cattn.get_num_threads() == 3
+    cattn.set_num_threads(np.int64(1))     # any integer type
+    assert cattn.get_num_threads() == 1
+
+
+def test_context_manager_restores_and_nests():
+    cattn.set_num_threads(2)
+    with cattn.num_threads(1) as n:
+        assert n == 1 and cattn.get_num_threads() == 1
+        with cattn.num_threads(3):
+            assert cattn.get_num_threads() == 3
+        assert cattn.get_num_threads() == 1
+    assert cattn.get_num_threads() == 2
+
+
+def test_context_manager_restores_on_error():
+    cattn.set_num_threads(2)
+    with pytest.raises(RuntimeError):
+        with cattn.num_threads(1):
+            raise RuntimeError("boom")
+    assert cattn.get_num_threads() == 2
+
+
+def test_context_is_per_python_thread():
+    cattn.set_num_threads(2)
+    seen = {}
+    inside, release = threading.Event(), threading.Event()
+
+    def worker():
+        seen["worker_start"] = cattn.get_num_threads()
+        with cattn.num_threads(3):
+            seen["worker_inside"] = cattn.get_num_threads()
+            inside.set()
+            release.wait(10)
+
+    with cattn.num_threads(1):
+        t = threading.Thread(target=worker)
+        t.start()
+        assert inside.wait(10)
+        assert cattn.get_num_threads() == 1     # the worker's block does not leak here
+        release.set()
+        t.join()
+    assert seen == {"worker_start": 2, "worker_inside": 3}
+
+
+@pytest.mark.parametrize("bad,exc,msg", [
+    (0, ValueError, ">= 1, got 0"), (-1, ValueError, ">= 1, got -1"),
+    (1.5, TypeError, "must be an int, got float"), ("2", TypeError, "must be an int, got str"),
+    (None, TypeError, "got NoneType"),
+])
+def test_bad_values(bad, exc, msg):
+    with pytest.raises(exc, match=msg):
+        cattn.set_num_threads(bad)
+    with pytest.raises(exc, match=msg):
+        with cattn.num_threads(bad):
+            pass
+
+
+def test_omp_num_threads_sets_the_default():
+    assert run_python("import cattn; print(cattn.get_num_threads())",
+                      OMP_NUM_THREADS="1").strip() == "1"
+    assert run_python("import cattn; print(cattn.get_num_threads())",
+                      OMP_NUM_THREADS="3").strip() == "3"
+
+
+def test_threadpoolctl_limits_are_respected():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    with threadpoolctl.threadpool_limits(1, user_api="openmp"):
+        assert cattn.get_num_threads() == 1
+    with threadpoolctl.threadpool_limits(3, user_api="openmp"):
+        assert cattn.get_num_threads() == 3
+    with cattn.num_threads(2), threadpoolctl.threadpool_limits(1, user_api="openmp"):
+        assert cattn.get_num_threads() == 2     # an explicit cattn block wins
+
+
+# ---- results do not depend on the thread count ----
+# Shapes are large enough (> 2 * 2^18 flops) that 2 and 3 threads are really used.
+
+MATMUL_CASES = {
+    "square": ((300, 300), (300, 257)),
+    "small-M-splits-N": ((5, 300), (300, 1000)),
+    "N>NC": ((145, 257), (257, 4097)),
+    "batch-folded": ((4, 63, 300), (300, 65)),
+    "batch-cooperative": ((2, 2, 145, 300), (2, 1, 300, 70)),
+    "transposed-B": ((200, 300), "T"),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", list(MATMUL_CASES))
+def test_matmul_bitwise_equal_across_thread_counts(rng, dtype, case):
+    sa, sb = MATMUL_CASES[case]
+    a = randn(rng, sa, dtype)
+    b = randn(rng, (211, 300), dtype).T if sb == "T" else randn(rng, sb, dtype)
+    results = []
+    for n in (1, 2, 3):
+        with cattn.num_threads(n):
+            results.append(cattn.matmul(a, b))
+    check_matmul(results[0], a, b)
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+
+
+# Many small batch items, one per thread at a time (gemm_batched's
+# "independent" mode). Run in a fresh process: with the bug below it
+# segfaults, which would abort the whole pytest session.
+BATCH_INDEPENDENT = """
+import numpy as np, cattn
+from helpers import check_matmul
+rng = np.random.default_rng(0)
+for dt in (np.float32, np.float64):
+    for K in (64, 65, 66):
+        a = rng.standard_normal((40, 17, K)).astype(dt)
+        b = rng.standard_normal((40, K, 9)).astype(dt)
+        rs = []
+        for n in (1, 2, 3):
+            with cattn.num_threads(n):
+                rs.append(cattn.matmul(a, b))
+        check_matmul(rs[0], a, b)
+        assert all(np.array_equal(r, rs[0]) for r in rs[1:]), (dt, K)
+print("ok")
+"""
+
+
+def test_batch_independent_bitwise_equal_across_thread_counts():
+    assert run_python(BATCH_INDEPENDENT).strip() == "ok"
+
+
+@pytest.mark.parametrize("activation", [None, "gelu", "silu"])
+def test_linear_bitwise_equal_across_thread_counts(rng, activation):
+    x, w, bias = randn(rng, (2, 65, 300)), randn(rng, (129, 300)), randn(rng, (129,))
+    results = []
+    for n in (1, 2):
+        with cattn.num_threads(n):
+            results.append(cattn.linear(x, w, bias, activation=activation))
+    check_linear(results[0], x, w, bias, activation)
+    np.testing.assert_array_equal(results[1], results[0])
+
+
+# ---- several Python threads at once ----
+
+def test_concurrent_calls_from_python_threads(rng):
+    shapes = [((63, 257), (257, 65)), ((3, 17, 65), (65, 33)), ((300, 100), (100, 300)),
+              ((5, 1000), (1000, 7))]
+    jobs = []
+    for i in range(16):
+        sa, sb = shapes[i % len(shapes)]
+        dt = np.float32 if i % 3 else np.float64
+        jobs.append((randn(rng, sa, dt), randn(rng, sb, dt), 1 + i % 2))
+
+    def run(job):
+        a, b, n = job
+        with cattn.num_threads(n):
+            return [cattn.matmul(a, b) for _ in range(3)]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(run, jobs))
+    for (a, b, _), outs in zip(jobs, results):
+        for got in outs:
+            check_matmul(got, a, b)
+
+
+def test_big_matmuls_in_two_threads_complete(rng):
+    """The GIL is released while kernels run: two large products in two
+    Python threads both finish (and are right). No timing is asserted."""
+    pairs = [(randn(rng, (600, 600)), randn(rng, (600, 600))) for _ in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        outs = list(pool.map(lambda p: cattn.matmul(*p), pairs))
+    for (a, b), got in zip(pairs, outs):
+        check_matmul(got, a, b)
