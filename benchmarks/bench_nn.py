@@ -19,8 +19,10 @@ Cases
   cattn.nn.DecoderOnly with cattn.KVCache per layer vs a small torch
   decoder-only with its own K/V cache tensors and F.scaled_dot_product_attention.
 - numpy: a float32 NumPy transcription of cattn.reference's layer functions
-  (numpy.matmul through OpenBLAS, np.exp softmax, batched over heads) — not the
-  float64 per-head oracle itself, which would be an unfair baseline.
+  (numpy.matmul through OpenBLAS, np.exp softmax, batched over heads), for the
+  encoder layers and the decode step (with NumPy K/V caches).
+- reference (encoder layers only): cattn.reference.transformer_encoder_layer
+  itself, the float64 per-head oracle from the paper's equations.
 
 Ratios are other library's median / cattn's median (> 1: cattn is faster).
 """
@@ -43,6 +45,7 @@ D = E // H
 EPS = 1e-5
 WARMUP_S = 0.3
 LIBS = ("cattn", "torch", "numpy")
+ENC_LIBS = LIBS + ("reference",)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -203,7 +206,7 @@ def enc_setup():
     return get
 
 
-@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("lib", ENC_LIBS)
 @pytest.mark.parametrize("B,L,norm_first", ENC_CASES,
                          ids=[f"{'pre' if nf else 'post'}LN-B{B}-L{L}" for B, L, nf in ENC_CASES])
 def test_encoder_layer(benchmark, enc_setup, B, L, norm_first, lib):
@@ -218,8 +221,11 @@ def test_encoder_layer(benchmark, enc_setup, B, L, norm_first, lib):
         def fn():
             with torch.inference_mode():
                 return tm(xt)
-    else:
+    elif lib == "numpy":
         fn = lambda: np_encoder_layer(sd, x, norm_first)  # noqa: E731
+    else:
+        from cattn import reference
+        fn = lambda: reference.transformer_encoder_layer(sd, x, H, norm_first=norm_first)  # noqa: E731
     warm(fn)
     out = benchmark(fn)
     out = out.numpy() if lib == "torch" else out
@@ -299,8 +305,8 @@ def report(path):
         info = b.get("extra_info", {})
         g = groups.setdefault(b["group"], {"flops": info.get("flops")})
         g[info["lib"]] = (b["stats"]["median"], b["stats"]["iqr"])
-    head = ["case", "cattn ms", "torch ms", "numpy ms", "cattn GF/s", "torch GF/s",
-            "vs torch", "vs numpy"]
+    head = ["case", "cattn ms", "torch ms", "numpy ms", "reference ms", "cattn GF/s",
+            "torch GF/s", "vs torch", "vs numpy", "vs reference"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name, g in groups.items():
@@ -311,8 +317,9 @@ def report(path):
             return f"{g['flops'] / g[lib][0] / 1e9:.0f}" if lib in g and g["flops"] else "-"
         def ratio(lib):
             return f"{g[lib][0] / c:.2f}x" if lib in g and c else "-"
-        print("| " + " | ".join([name, ms("cattn"), ms("torch"), ms("numpy"), gf("cattn"),
-                                 gf("torch"), ratio("torch"), ratio("numpy")]) + " |")
+        print("| " + " | ".join([name, ms("cattn"), ms("torch"), ms("numpy"), ms("reference"),
+                                 gf("cattn"), gf("torch"), ratio("torch"), ratio("numpy"),
+                                 ratio("reference")]) + " |")
 
 
 if __name__ == "__main__":

@@ -48,10 +48,12 @@ def _can_encode(file, text):
         return False
 
 
-def run(file=sys.stdout):
-    """Print the worked example to `file`; return the arrays computed
+def run(file=None):
+    """Print the worked example to `file` (default: the current sys.stdout);
+    return the arrays computed
     (X, W_Q, W_K, W_V, Q, K, V, scores, scaled, A, Z, A_fused, Z_fused,
     A_mha, Z_mha), all float32."""
+    file = sys.stdout if file is None else file
     f32 = np.float32
     labels = TOKENS if _can_encode(file, "".join(TOKENS)) else PINYIN
     pad = max(_width(t) for t in labels)

@@ -286,6 +286,14 @@ def test_encoder_layer_masks_and_layout(rng, dtype, batch_first):
     assert layer(xin).dtype == dtype
 
 
+def test_layers_accept_unbatched_input(rng):
+    enc = randomize(nn.TransformerEncoderLayer(E, H, FF), rng)
+    dec = randomize(nn.TransformerDecoderLayer(E, H, FF, norm_first=True), rng)
+    x, mem = randn(rng, (5, E)), randn(rng, (7, E))
+    close(enc(x, is_causal=True), enc(x[None], is_causal=True)[0])
+    close(dec(x, mem), dec(x[None], mem[None])[0])
+
+
 def test_encoder_layer_does_not_modify_input(rng):
     for norm_first in (False, True):
         layer = randomize(nn.TransformerEncoderLayer(E, H, FF, norm_first=norm_first), rng)
