@@ -5,7 +5,8 @@
  *   accumulators; a is read by broadcasts from 6 row pointers, so both
  *   K rows (lak = 1) and the transposed probabilities Pt (lai = 1) work
  *   without packing; b rows (Q^T panels or V rows) by unaligned loads.
- * expsub: x = exp(x - m), l += x, 8 (4) lanes at a time.
+ * expsub: x = exp(x - m), l += x, 8 (4) lanes at a time; x - m <= 0 (or
+ *   NaN), so the one-scaling cattn_expneg256_* serve (same bits).
  * dot_rows: 4 keys at once against one query row, then a horizontal sum.
  */
 #include "kernels.h"
@@ -84,7 +85,7 @@ static inline void ukr_avx2_f64(int64_t k, const double *a, int64_t lak, int64_t
 static inline void expsub_avx2_f32(float *x, const float *m, float *l, int64_t n)
 {
     for (int64_t i = 0; i < n; i += 8) {
-        const __m256 e = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(m + i)));
+        const __m256 e = cattn_expneg256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(m + i)));
         _mm256_storeu_ps(x + i, e);
         _mm256_storeu_ps(l + i, _mm256_add_ps(_mm256_loadu_ps(l + i), e));
     }
@@ -93,7 +94,7 @@ static inline void expsub_avx2_f32(float *x, const float *m, float *l, int64_t n
 static inline void expsub_avx2_f64(double *x, const double *m, double *l, int64_t n)
 {
     for (int64_t i = 0; i < n; i += 4) {
-        const __m256d e = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(m + i)));
+        const __m256d e = cattn_expneg256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(m + i)));
         _mm256_storeu_pd(x + i, e);
         _mm256_storeu_pd(l + i, _mm256_add_pd(_mm256_loadu_pd(l + i), e));
     }
@@ -120,7 +121,7 @@ static inline float expsum_avx2_f32(float *x, float m, int64_t n)
     __m256 acc = _mm256_setzero_ps();
     int64_t s = 0;
     for (; s + 8 <= n; s += 8) {
-        const __m256 e = cattn_exp256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + s), vm));
+        const __m256 e = cattn_expneg256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + s), vm));
         _mm256_storeu_ps(x + s, e);
         acc = _mm256_add_ps(acc, e);
     }
@@ -135,7 +136,7 @@ static inline double expsum_avx2_f64(double *x, double m, int64_t n)
     __m256d acc = _mm256_setzero_pd();
     int64_t s = 0;
     for (; s + 4 <= n; s += 4) {
-        const __m256d e = cattn_exp256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + s), vm));
+        const __m256d e = cattn_expneg256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + s), vm));
         _mm256_storeu_pd(x + s, e);
         acc = _mm256_add_pd(acc, e);
     }

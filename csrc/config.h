@@ -40,7 +40,7 @@
 /* Fused attention (flash) tiles: BR queries per task (a multiple of the
  * micro-kernel NR), BC keys per kv block. Working set per task with E=64:
  * Q^T 16 KiB + S^T BC x BR + O acc BR x Ev + K/V blocks: well inside L2. */
-#define CATTN_ATTN_BR_F32 64
+#define CATTN_ATTN_BR_F32 96
 #define CATTN_ATTN_BC_F32 192
 #define CATTN_ATTN_BR_F64 32
 #define CATTN_ATTN_BC_F64 96

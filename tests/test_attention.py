@@ -2,7 +2,7 @@
 the float64 oracle cattn.reference and, where installed, torch
 (tolerances: see attn_check.py).
 
-Tiles this file aims at (csrc/config.h): flash BR = 64 query rows and
+Tiles this file aims at (csrc/config.h): flash BR = 96 query rows and
 BC = 192 keys for float32 (32 / 96 for float64); the decode path for
 L <= 8 with keys in chunks of 256; micro-kernel rows of 6 keys; E and Ev
 tails at multiples of 16 (float32) / 8 (float64).
@@ -83,7 +83,8 @@ def test_sizes_pairwise(rng, L, S, E, Ev, dtype, causal):
 
 # tile edges: BR / BC (+-1, two blocks), decode L = 8 / 9 and chunks of 256,
 # E / Ev tails, K-row tails of 6 (S = 5, 7)
-EDGES_F32 = [(128, 192, 16, 16), (129, 193, 15, 17), (64, 385, 33, 31), (8, 255, 16, 48),
+EDGES_F32 = [(192, 192, 16, 16), (193, 193, 15, 17), (96, 385, 33, 31), (97, 191, 20, 16),
+             (95, 64, 8, 24), (128, 192, 16, 16), (8, 255, 16, 48),
              (8, 257, 17, 16), (9, 512, 64, 64), (2, 769, 128, 7), (65, 5, 24, 16),
              (7, 7, 48, 1)]
 EDGES_F64 = [(32, 96, 8, 8), (33, 97, 7, 9), (31, 193, 9, 15), (8, 257, 8, 16),
