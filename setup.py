@@ -71,6 +71,8 @@ class BuildExt(build_ext):
         special = [s for s in ext.sources if s.endswith("_avx2.c")]
         if special and self.avx2_flags:
             ext.sources = [s for s in ext.sources if s not in special]
+            # still a dependency: editing only an *_avx2.c file must relink
+            ext.depends = list(ext.depends or []) + special
             objs = self.compiler.compile(
                 special, output_dir=self.build_temp, include_dirs=ext.include_dirs,
                 macros=ext.define_macros, depends=ext.depends,

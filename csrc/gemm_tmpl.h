@@ -79,18 +79,6 @@ void FN(cattn_pack_b)(T *CATTN_RESTRICT dst, const T *B, int64_t rsb, int64_t cs
     }
 }
 
-/* bias + activation over an (mr, nr) tile with unit column stride */
-static inline void FN(epilogue_tile)(T *c, int64_t ldc, int64_t mr, int64_t nr,
-                                     const T *bias, int act)
-{
-    for (int64_t i = 0; i < mr; i++) {
-        T *ci = c + i * ldc;
-        if (bias)
-            for (int64_t j = 0; j < nr; j++) ci[j] += bias[j];
-        if (act != CATTN_ACT_NONE) FN(cattn_act_row)(ci, nr, act);
-    }
-}
-
 /* jr / ir loops over one packed A block (mc rows) and packed B panels
  * [jp0, jp1) of the current (kc, nc) slice; C points at the block's (0,0). */
 static void FN(gemm_macro)(const FN(gemm_args) *g, T *C, const T *pa, const T *pb,
@@ -102,26 +90,36 @@ static void FN(gemm_macro)(const FN(gemm_args) *g, T *C, const T *pa, const T *p
     for (int64_t jp = jp0; jp < jp1; jp++) {                       /* jr */
         const int64_t j = jp * NR, nr = cattn_min64(NR, nc - j);
         const T *b = pb + jp * NR * kc;
-        const T *bj = bias ? bias + j : NULL;
         for (int64_t i = 0; i < mc; i += MR) {                     /* ir */
             const int64_t mr = cattn_min64(MR, mc - i);
             const T *a = pa + (i / MR) * MR * kc;
             T *c = C + i * rsc + j * csc;
             if (mr == MR && nr == NR && csc == 1) {
                 ukr(kc, a, b, c, rsc, g->alpha, beta);
-                if (epilogue) FN(epilogue_tile)(c, rsc, MR, NR, bj, g->act);
             } else {                                  /* tail tile via stack */
                 T tmp[MR * NR] __attribute__((aligned(CATTN_ALIGN)));
                 ukr(kc, a, b, tmp, NR, g->alpha, (T)0);
-                if (beta != (T)0)
-                    for (int64_t ii = 0; ii < mr; ii++)
-                        for (int64_t jj = 0; jj < nr; jj++)
-                            tmp[ii * NR + jj] += beta * c[ii * rsc + jj * csc];
-                if (epilogue) FN(epilogue_tile)(tmp, NR, mr, nr, bj, g->act);
                 for (int64_t ii = 0; ii < mr; ii++)
-                    for (int64_t jj = 0; jj < nr; jj++)
-                        c[ii * rsc + jj * csc] = tmp[ii * NR + jj];
+                    for (int64_t jj = 0; jj < nr; jj++) {
+                        T *cij = c + ii * rsc + jj * csc;
+                        *cij = beta != (T)0 ? tmp[ii * NR + jj] + beta * *cij : tmp[ii * NR + jj];
+                    }
             }
+        }
+        /* epilogue over the whole (mc, nr) micro-panel while it is in L1:
+         * gathered into one contiguous buffer so the bias and activation
+         * run as one long vector pass, not one call per 16-value tile row */
+        if (epilogue) {
+            T pbuf[MC * NR] __attribute__((aligned(CATTN_ALIGN)));
+            const T *bj = bias ? bias + j : NULL;
+            for (int64_t ii = 0; ii < mc; ii++)
+                for (int64_t jj = 0; jj < nr; jj++)
+                    pbuf[ii * nr + jj] = bj ? C[ii * rsc + (j + jj) * csc] + bj[jj]
+                                            : C[ii * rsc + (j + jj) * csc];
+            if (g->act != CATTN_ACT_NONE) FN(cattn_act_row)(pbuf, mc * nr, g->act);
+            for (int64_t ii = 0; ii < mc; ii++)
+                for (int64_t jj = 0; jj < nr; jj++)
+                    C[ii * rsc + (j + jj) * csc] = pbuf[ii * nr + jj];
         }
     }
 }
