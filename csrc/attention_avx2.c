@@ -13,6 +13,7 @@
 
 #ifdef CATTN_X86
 #include "vexp_avx2.h"
+#include "simd_avx2.h"
 
 static inline void ukr_avx2_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
                                 const float *b, int64_t ldb, float *c, int64_t ldc, int acc)
@@ -98,20 +99,6 @@ static inline void expsub_avx2_f64(double *x, const double *m, double *l, int64_
         _mm256_storeu_pd(x + i, e);
         _mm256_storeu_pd(l + i, _mm256_add_pd(_mm256_loadu_pd(l + i), e));
     }
-}
-
-static inline float hsum_ps(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline double hsum_pd(__m256d v)
-{
-    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
 
 /* x[s] = exp(x[s] - m); returns the sum: 8 lanes then a fixed-order tail */

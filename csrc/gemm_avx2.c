@@ -12,6 +12,7 @@
 
 #ifdef CATTN_X86
 #include <immintrin.h>
+#include "simd_avx2.h"
 
 #define ROW_STORE_PS(ci, lo, hi)                                                 \
     do {                                                                         \
@@ -102,33 +103,10 @@ void cattn_ukr_avx2_f64(int64_t k, const double *CATTN_RESTRICT a,
     ROW_STORE_PD(c + 4 * ldc, c40, c41);
     ROW_STORE_PD(c + 5 * ldc, c50, c51);
 }
-static inline float hsum_ps(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline double hsum_pd(__m256d v)
-{
-    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
-}
-
 /* Multi-row dot products (GEMV with a transposed matrix; attention decode):
  *   out[s] = q[0:E] · K[s*rsk : s*rsk+E]   for s < n
  * q: (E,) contiguous; K: (n, E) rows contiguous, row stride rsk. */
 /* out[s] = q · K[s]: 4 keys per pass; E tail handled by scalar adds */
-/* 8 horizontal sums at once: out[r] = sum of the lanes of a[r] */
-static inline __m256 hsum8_ps(__m256 a0, __m256 a1, __m256 a2, __m256 a3,
-                              __m256 a4, __m256 a5, __m256 a6, __m256 a7)
-{
-    const __m256 s0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    const __m256 s1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
-    return _mm256_add_ps(_mm256_permute2f128_ps(s0, s1, 0x20), _mm256_permute2f128_ps(s0, s1, 0x31));
-}
-
 void cattn_dotn_avx2_f32(float *out, const float *q, const float *K, int64_t rsk,
                          int64_t n, int64_t E)
 {
