@@ -381,12 +381,13 @@ int FN(cattn_attention)(cattn_attn_args *g, int n_threads)
                 for (int64_t t = 0; t < g->nkv * g->nblk; t++)
                     FN(attn_scan_v)(g, t / g->nblk, t % g->nblk);
             }
-            /* heavy (late, causal) q-blocks first */
+            /* heavy q-blocks first: the late ones under a causal mask (more
+             * keys), else the full ones (the last block may be partial) */
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
             for (int64_t t = 0; t < ntask; t++)
-                FN(attn_flash_task)(g, t % nuq, nqb - 1 - t / nuq, work);
+                FN(attn_flash_task)(g, t % nuq, g->causal ? nqb - 1 - t / nuq : t / nuq, work);
         }
     }
     cattn_aligned_free(buf);
