@@ -42,8 +42,9 @@ def log_softmax(x, axis=-1):
     x = _f64(x)
     m = np.max(x, axis=axis, keepdims=True)
     m = np.where(np.isneginf(m), 0.0, m)
-    with np.errstate(divide="ignore"):
-        return x - m - np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+    s = np.sum(np.exp(x - m), axis=axis, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(s == 0, -np.inf, x - m - np.log(s))
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
