@@ -122,6 +122,43 @@ def attention_suite(sizes):
                  lambda q=q, k=k, v=v, c=causal: numpy_attention(q, k, v, c), tfn)
 
 
+# ---- rows: softmax, layer norm ----
+
+ROW_SHAPES = [(4096, 1024), (8192, 768)]
+ROW_TINY = [(3, 5)]
+
+
+def numpy_softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def numpy_layer_norm(x, w, b, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    d = x - mu
+    return d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + eps) * w + b
+
+
+@suite
+def rows_suite(sizes):
+    rng = np.random.default_rng(2)
+    for n, d in ROW_TINY if sizes.tiny else ROW_SHAPES:
+        x = rng.standard_normal((n, d)).astype(sizes.dtype)
+        w = rng.standard_normal(d).astype(sizes.dtype)
+        b = rng.standard_normal(d).astype(sizes.dtype)
+        tsm = tln = None
+        if sizes.torch is not None:
+            tx, tw, tb = (sizes.torch.from_numpy(a) for a in (x, w, b))
+            F = sizes.torch.nn.functional
+            tsm = lambda tx=tx: sizes.torch.softmax(tx, dim=-1)  # noqa: E731
+            tln = lambda tx=tx, tw=tw, tb=tb, d=d: F.layer_norm(tx, (d,), tw, tb)  # noqa: E731
+        # "flops": ~5 per element for softmax, ~8 for layer norm (a rate, for the table)
+        register(f"softmax {n}x{d}", 5.0 * n * d, lambda x=x: cattn.softmax(x),
+                 lambda x=x: numpy_softmax(x), tsm)
+        register(f"layer_norm {n}x{d}", 8.0 * n * d, lambda x=x, w=w, b=b: cattn.layer_norm(x, w, b),
+                 lambda x=x, w=w, b=b: numpy_layer_norm(x, w, b), tln)
+
+
 def time_block(fn, warmup=0.3, runs=7, min_run=0.02):
     """Median seconds per call: `warmup` s of untimed calls, then `runs` runs
     of enough calls to last about `min_run` s each."""
