@@ -4,7 +4,7 @@
   single-threaded, with a warning.
 * Files named *_avx2.c alone get -mavx2 -mfma (x86-64 only); the rest is
   built for the baseline target, and cpu.c picks the kernels at run time.
-* No -march=native, -Ofast or -ffast-math.
+* No host-tuned or fast-math flags (see DESIGN.md): IEEE semantics, portable code.
 """
 import glob
 import os
