@@ -7,7 +7,9 @@
  *   without packing; b rows (Q^T panels or V rows) by unaligned loads.
  * expsub: x = exp(x - m), l += x, 8 (4) lanes at a time; x - m <= 0 (or
  *   NaN), so the one-scaling cattn_expneg256_* serve (same bits).
- * dot_rows: 4 keys at once against one query row, then a horizontal sum.
+ * dot_rows: cattn_dotn_avx2_* from gemm_avx2.c (8 keys per pass);
+ * pack_qt: cattn_pack_t16_avx2_f32 from gemm_avx2.c (8x8 register transposes);
+ * expsum / pv_rows: the decode path's exp-sum and register-blocked P·V.
  */
 #include "kernels.h"
 

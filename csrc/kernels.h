@@ -1,8 +1,10 @@
 /* kernels.h — internal interface between cattn's C files (not the public API).
  *
- * The dispatch table holds the micro-kernels chosen once at run time
- * (AVX2/FMA or portable C); packing and the epilogue are shared so the
- * fused attention can drive the same micro-kernels on its own tiles.
+ * The dispatch table holds the kernels chosen once at run time (AVX2/FMA
+ * or portable C): GEMM micro-kernels, the small-M GEMM, multi-row dots,
+ * the transposing pack, and the row kernels (softmax, norms, activations).
+ * The fused attention has its own strided micro-kernels (attention_*.c)
+ * and shares the dots and the transposing pack from here.
  */
 #ifndef CATTN_KERNELS_H
 #define CATTN_KERNELS_H
