@@ -30,7 +30,6 @@
  * (the includer may provide a faster pack_qt with the same contract) */
 #ifndef pack_qt
 #define pack_qt FN(attn_pack_qt)
-#endif
 static void FN(attn_pack_qt)(T *qp, const T *Q, int64_t rsq, int64_t br, int64_t brp,
                              int64_t E, T scale)
 {
@@ -43,6 +42,7 @@ static void FN(attn_pack_qt)(T *qp, const T *Q, int64_t rsq, int64_t br, int64_t
                 for (int64_t e = 0; e < E; e++) qp[e * NR + j] = (T)0;
         }
 }
+#endif
 
 /* St[s][i] for s < bc, i < br: causal and explicit masks. Excluded entries
  * become exactly -inf (replacing, so a NaN score there cannot leak). */
