@@ -17,3 +17,14 @@ def _restore_thread_setting():
     saved = cattn._threads._global
     yield
     cattn._threads._global = saved
+
+
+# hypothesis profiles ("default": bounded, "long": HYPOTHESIS_PROFILE=long),
+# registered once for every test module that uses hypothesis
+try:
+    from . import _hypothesis_setup  # noqa: F401
+except ImportError:
+    try:
+        import _hypothesis_setup  # noqa: F401
+    except ImportError:
+        pass
