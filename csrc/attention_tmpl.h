@@ -22,6 +22,9 @@
  * runs down columns with SIMD across queries and St doubles as the packed
  * A operand of O += P · V. No (L, S) buffer exists.
  */
+#include <float.h>
+#include <math.h>
+
 #define CAT3_(a, b, c) a##_##b##_##c
 #define CAT3(a, b, c) CAT3_(a, b, c)
 #define FN(name) CAT3(name, PATH, SFX)
@@ -80,23 +83,117 @@ static void FN(attn_mask_tile)(const cattn_attn_args *g, T *St, int64_t ldp, con
     }
 }
 
-/* Scratch for one flash task, in elements. */
+/* Scratch for one flash task, in elements of T (the double accumulators
+ * ld and Oa take sizeof(double) / sizeof(T) elements each). */
 static size_t FN(attn_task_scratch)(const cattn_attn_args *g)
 {
     const int64_t ldp = cattn_round_up(cattn_round_up(BR, MR), NR);
     const int64_t evp = cattn_round_up(g->Ev, NR);
+    const size_t dbl = sizeof(double) / sizeof(T);
     return (size_t)(BR * g->E)                          /* Q^T panels */
          + (size_t)(cattn_round_up(BC, MR) * ldp)       /* St / Pt */
-         + (size_t)(ldp * evp)                          /* O accumulator */
-         + (size_t)(4 * ldp)                            /* m, l, corr, lb */
+         + (size_t)(ldp * evp)                          /* Ot: this block's P V */
+         + (size_t)(4 * ldp)                            /* m, ts, corr, mu */
          + (size_t)(MR * g->E)                          /* K tail rows */
          + (size_t)(BC * NR)                            /* V tail panel */
-         + 6 * 16;                                      /* alignment slack */
+         + dbl * (size_t)(ldp + BR * g->Ev)             /* ld, Oa (double) */
+         + 8 * 16;                                      /* alignment slack */
 }
 
-/* One flash task: query rows [i0, i0+br) of (unit u, head g). If W is set
- * (attention_weights), pass 1 finds the row max/sum and pass 2 writes
- * W = exp(s - m) / l; otherwise O = softmax(S) V. */
+/* St[s][i] = K[s0+s] · Q[i] * scale for s < bc, i < brp (qp holds Q^T * scale) */
+static void FN(attn_scores)(const cattn_attn_args *g, T *St, int64_t ldp, const T *K,
+                            const T *qp, int64_t s0, int64_t bc, int64_t brp, T *ktail)
+{
+    const int64_t E = g->E;
+    for (int64_t ir = 0; ir < bc; ir += MR) {
+        const T *a = K + (s0 + ir) * g->rsk;
+        int64_t lai = g->rsk;
+        if (ir + MR > bc) {                               /* tail rows: zero copy */
+            for (int64_t r = 0; r < MR; r++)
+                for (int64_t e = 0; e < E; e++)
+                    ktail[r * E + e] = ir + r < bc ? a[r * g->rsk + e] : (T)0;
+            a = ktail;
+            lai = E;
+        }
+        for (int64_t jp = 0; jp < brp / NR; jp++)
+            ukr(E, a, 1, lai, qp + jp * NR * E, NR, St + ir * ldp + jp * NR, ldp, 0);
+    }
+}
+
+/* One step of the online softmax over a block of bc scores per row
+ * (Milakov & Gimelshein, "Online normalizer calculation for softmax", 2018;
+ * Dao et al., "FlashAttention", 2022, Algorithm 1): with the running max m,
+ *   m' = max(m, max_s St[s][i]),  corr = exp(m - m'),  P = exp(St - m'),
+ *   ts = sum_s P[s][i]            (this block's sum, <= BC terms).
+ * A row with no finite score yet keeps m = -inf and uses 0 as its base, so
+ * P = 0 there and nothing is -inf - -inf. A NaN or +inf score makes ts NaN. */
+static void FN(attn_online_step)(T *St, int64_t ldp, int64_t bc, int64_t brp,
+                                 T *m, T *corr, T *mu, T *ts)
+{
+    const T ninf = -(T)INFINITY;
+    for (int64_t i = 0; i < brp; i++) mu[i] = m[i];
+    for (int64_t s = 0; s < bc; s++)
+        for (int64_t i = 0; i < brp; i++) {
+            const T v = St[s * ldp + i];
+            mu[i] = v > mu[i] ? v : mu[i];
+        }
+    for (int64_t i = 0; i < brp; i++) {
+        const T base = mu[i] == ninf ? (T)0 : mu[i];
+        corr[i] = expf1(m[i] - base);
+        m[i] = mu[i];
+        mu[i] = base;
+        ts[i] = 0;
+    }
+    for (int64_t s = 0; s < bc; s++) expsub(St + s * ldp, mu, ts, brp);
+}
+
+/* Ot[i][:] = sum_s Pt[s][i] V[s0+s][:] for i < brm (rows br..brm of Pt are 0).
+ * careful: V holds NaN/inf in this block, so only keys with P > 0 are read. */
+static void FN(attn_pv)(const cattn_attn_args *g, T *Ot, int64_t evp, const T *St, int64_t ldp,
+                        const T *V, int64_t s0, int64_t bc, int64_t br, int64_t brm,
+                        int careful, T *vtail)
+{
+    const int64_t Ev = g->Ev;
+    const T *Vb = V + s0 * g->rsv;
+    if (careful) {
+        for (int64_t i = 0; i < br; i++) {
+            T *o = Ot + i * evp;
+            for (int64_t j = 0; j < Ev; j++) o[j] = 0;
+            for (int64_t s = 0; s < bc; s++) {
+                const T p = St[s * ldp + i];
+                if (p == (T)0) continue;
+                const T *vs = Vb + s * g->rsv;
+                for (int64_t j = 0; j < Ev; j++) o[j] += p * vs[j];
+            }
+        }
+        return;
+    }
+    for (int64_t jv = 0; jv < evp; jv += NR) {
+        const T *b = Vb + jv;
+        int64_t ldb = g->rsv;
+        if (jv + NR > Ev) {                                  /* tail columns */
+            for (int64_t s = 0; s < bc; s++)
+                for (int64_t j = 0; j < NR; j++)
+                    vtail[s * NR + j] = jv + j < Ev ? Vb[s * g->rsv + jv + j] : (T)0;
+            b = vtail;
+            ldb = NR;
+        }
+        for (int64_t ir = 0; ir < brm; ir += MR)
+            ukr(bc, St + ir, ldp, 1, b, ldb, Ot + ir * evp + jv, evp, 0);
+    }
+}
+
+/* One flash task: query rows [i0, i0+br) of (unit u, head g).
+ * Output mode (W == NULL): O = softmax(S) V with the output kept normalized
+ * (FlashAttention's Algorithm 1, line 12), in double across blocks:
+ *   l' = l * corr + ts,   Oa = (l * corr / l') Oa + (1 / l') P V
+ * so the row sum and the output are never accumulated key by key in T
+ * (exact to T's rounding for any S), and Oa is a convex combination of V
+ * rows (no overflow whatever |V|: for blocks with huge values, flagged by
+ * attn_scan_v, P is divided by ts before P V and Oa gets ts / l' instead).
+ * Weights mode (attention_weights): pass 0 finds m and l, pass 1 writes
+ * W = exp(s - m) / l; a row whose l is NaN (a NaN or +inf score) is NaN at
+ * every position it attends to, as softmax([inf, 1]) = [nan, nan]. */
 static void FN(attn_flash_task)(const cattn_attn_args *g, int64_t uq, int64_t qb, T *work)
 {
     const int64_t u = uq / g->group, E = g->E, Ev = g->Ev, S = g->S;
@@ -112,143 +209,89 @@ static void FN(attn_flash_task)(const cattn_attn_args *g, int64_t uq, int64_t qb
     else if (g->mkind == 2) mask = (const T *)g->mask + g->offm[uq];
     T *qp = work;
     T *St = qp + cattn_round_up(BR * E, 16);
-    T *Oa = St + cattn_round_up(cattn_round_up(BC, MR) * ldp, 16);
-    T *m = Oa + cattn_round_up(ldp * evp, 16), *l = m + ldp, *corr = l + ldp, *lb = corr + ldp;
-    T *ktail = lb + ldp;
+    T *Ot = St + cattn_round_up(cattn_round_up(BC, MR) * ldp, 16);
+    T *m = Ot + cattn_round_up(ldp * evp, 16), *ts = m + ldp, *corr = ts + ldp, *mu = corr + ldp;
+    T *ktail = mu + ldp;
     T *vtail = ktail + cattn_round_up(MR * E, 16);
+    double *ld = (double *)(vtail + cattn_round_up(BC * NR, 16));
+    double *Oa = ld + cattn_round_up(ldp, 8);
     const T ninf = -(T)INFINITY;
 
     int64_t s_end = S;
     if (g->causal) s_end = cattn_max64(0, cattn_min64(S, i0 + br + g->shift));
     pack_qt(qp, Q, g->rsq, br, brp, E, (T)g->scale);
-    for (int64_t i = 0; i < ldp; i++) { m[i] = ninf; l[i] = 0; }
-    if (!g->W)
-        for (int64_t i = 0; i < brm * evp; i++) Oa[i] = 0;
+    for (int64_t i = 0; i < ldp; i++) { m[i] = ninf; ld[i] = 0; }
 
-    for (int pass = g->W ? 0 : 1; pass < 2; pass++) {
-        for (int64_t s0 = 0; s0 < s_end; s0 += BC) {
+    if (g->W) {
+        T *W = (T *)g->W + g->offw[uq] + i0 * g->rsw;
+        for (int64_t s0 = 0; s0 < s_end; s0 += BC) {          /* pass 0: m and l */
             const int64_t bc = cattn_min64(BC, s_end - s0);
-            /* St[s][i] = K[s0+s] · Q[i] * scale  (bc x brp) */
-            for (int64_t ir = 0; ir < bc; ir += MR) {
-                const T *a = K + (s0 + ir) * g->rsk;
-                int64_t lai = g->rsk;
-                if (ir + MR > bc) {                       /* tail rows: zero copy */
-                    for (int64_t r = 0; r < MR; r++)
-                        for (int64_t e = 0; e < E; e++)
-                            ktail[r * E + e] = ir + r < bc ? a[r * g->rsk + e] : (T)0;
-                    a = ktail;
-                    lai = E;
-                }
-                for (int64_t jp = 0; jp < brp / NR; jp++)
-                    ukr(E, a, 1, lai, qp + jp * NR * E, NR, St + ir * ldp + jp * NR, ldp, 0);
-            }
+            FN(attn_scores)(g, St, ldp, K, qp, s0, bc, brp, ktail);
             FN(attn_mask_tile)(g, St, ldp, mask, i0, br, s0, bc);
-            if (pass == 0) {                /* weights pass 1: running max and sum */
-                for (int64_t i = 0; i < brp; i++) lb[i] = m[i];
+            FN(attn_online_step)(St, ldp, bc, brp, m, corr, mu, ts);
+            for (int64_t i = 0; i < br; i++) ld[i] = ld[i] * (double)corr[i] + (double)ts[i];
+        }
+        for (int64_t i = 0; i < br; i++) mu[i] = m[i] == ninf ? (T)0 : m[i];
+        for (int64_t s0 = 0; s0 < s_end; s0 += BC) {          /* pass 1: W */
+            const int64_t bc = cattn_min64(BC, s_end - s0);
+            FN(attn_scores)(g, St, ldp, K, qp, s0, bc, brp, ktail);
+            FN(attn_mask_tile)(g, St, ldp, mask, i0, br, s0, bc);
+            for (int64_t i = 0; i < br; i++)                  /* NaN rows, before exp */
+                if (ld[i] != ld[i])
+                    for (int64_t s = 0; s < bc; s++)
+                        W[i * g->rsw + s0 + s] = St[s * ldp + i] == ninf ? (T)0 : (T)NAN;
+            for (int64_t i = br; i < brp; i++) mu[i] = 0;
+            for (int64_t s = 0; s < bc; s++) expsub(St + s * ldp, mu, ts, brp);
+            for (int64_t i = 0; i < br; i++) {
+                if (ld[i] != ld[i]) continue;
+                const double inv = ld[i] > 0 ? 1.0 / ld[i] : 0.0;  /* no key: zeros */
                 for (int64_t s = 0; s < bc; s++)
-                    for (int64_t i = 0; i < brp; i++) {
-                        const T v = St[s * ldp + i];
-                        lb[i] = v > lb[i] ? v : lb[i];
-                    }
-                for (int64_t i = 0; i < brp; i++) {
-                    const T mu = lb[i] == ninf ? (T)0 : lb[i];
-                    l[i] *= expf1(m[i] - mu);
-                    m[i] = lb[i];
-                    corr[i] = mu;
-                }
-                for (int64_t s = 0; s < bc; s++) expsub(St + s * ldp, corr, l, brp);
-                continue;
-            }
-            if (g->W) {                     /* weights pass 2: normalized probabilities */
-                for (int64_t i = 0; i < brp; i++) {
-                    corr[i] = m[i] == ninf ? (T)0 : m[i];
-                    lb[i] = 0;
-                }
-                for (int64_t s = 0; s < bc; s++) expsub(St + s * ldp, corr, lb, brp);
-                T *W = (T *)g->W + g->offw[uq] + i0 * g->rsw + s0;
-                for (int64_t i = 0; i < br; i++) {      /* masked (p == 0) stay 0 */
-                    const T inv = l[i] > 0 ? (T)1 / l[i] : (T)0;
-                    for (int64_t s = 0; s < bc; s++) {
-                        const T p = St[s * ldp + i];
-                        W[i * g->rsw + s] = p == (T)0 || l[i] == (T)0 ? (T)0
-                                          : (l[i] > 0 ? p * inv : l[i]);
-                    }
-                }
-                continue;
-            }
-            /* online softmax: new max, correction of old sums, P = exp(S - m) */
-            for (int64_t i = 0; i < brp; i++) lb[i] = m[i];
-            for (int64_t s = 0; s < bc; s++)
-                for (int64_t i = 0; i < brp; i++) {
-                    const T v = St[s * ldp + i];
-                    lb[i] = v > lb[i] ? v : lb[i];
-                }
-            int rescale = 0;
-            for (int64_t i = 0; i < brp; i++) {
-                const T mu = lb[i] == ninf ? (T)0 : lb[i];
-                corr[i] = expf1(m[i] - mu);
-                rescale |= m[i] != lb[i] && l[i] != 0;
-                m[i] = lb[i];
-                lb[i] = mu;
-            }
-            for (int64_t i = 0; i < brp; i++) l[i] *= corr[i];
-            for (int64_t s = 0; s < bc; s++) expsub(St + s * ldp, lb, l, brp);
-            if (rescale)
-                for (int64_t i = 0; i < br; i++)
-                    if (corr[i] != (T)1)
-                        for (int64_t j = 0; j < Ev; j++) Oa[i * evp + j] *= corr[i];
-            for (int64_t s = 0; s < bc; s++)                    /* padded PV rows */
-                for (int64_t i = brp; i < brm; i++) St[s * ldp + i] = 0;
-            /* O += P · V over this block */
-            const int careful = g->vbad && g->vbad[u * g->nblk + s0 / BC];
-            if (!careful) {
-                const T *Vb = V + s0 * g->rsv;
-                for (int64_t jv = 0; jv < evp; jv += NR) {
-                    const T *b = Vb + jv;
-                    int64_t ldb = g->rsv;
-                    if (jv + NR > Ev) {                          /* tail columns */
-                        for (int64_t s = 0; s < bc; s++)
-                            for (int64_t j = 0; j < NR; j++)
-                                vtail[s * NR + j] = jv + j < Ev ? Vb[s * g->rsv + jv + j] : (T)0;
-                        b = vtail;
-                        ldb = NR;
-                    }
-                    for (int64_t ir = 0; ir < brm; ir += MR)
-                        ukr(bc, St + ir, ldp, 1, b, ldb, Oa + ir * evp + jv, evp, 1);
-                }
-            } else {      /* non-finite V in block: only keys with weight > 0 */
-                for (int64_t i = 0; i < br; i++)
-                    for (int64_t s = 0; s < bc; s++) {
-                        const T p = St[s * ldp + i];
-                        if (p == (T)0) continue;
-                        const T *vs = V + (s0 + s) * g->rsv;
-                        for (int64_t j = 0; j < Ev; j++) Oa[i * evp + j] += p * vs[j];
-                    }
+                    W[i * g->rsw + s0 + s] = (T)((double)St[s * ldp + i] * inv);
             }
         }
-    }
-    if (g->W) {        /* rows past the causal limit or with no key: zeros */
-        T *W = (T *)g->W + g->offw[uq] + i0 * g->rsw;
-        for (int64_t i = 0; i < br; i++)
+        for (int64_t i = 0; i < br; i++)          /* keys past the causal limit */
             for (int64_t s = s_end; s < S; s++) W[i * g->rsw + s] = 0;
-        if (s_end == 0)
-            for (int64_t i = 0; i < br; i++)
-                for (int64_t s = 0; s < S; s++) W[i * g->rsw + s] = 0;
         return;
     }
-    T *O = (T *)g->O + g->offo[uq] + i0 * g->rso;
-    for (int64_t i = 0; i < br; i++) {
-        const T li = l[i];
-        const T inv = li > 0 ? (T)1 / li : (T)0;
-        for (int64_t j = 0; j < Ev; j++)
-            O[i * g->rso + j] = li == 0 ? (T)0 : (li > 0 ? Oa[i * evp + j] * inv : li);
+
+    for (int64_t i = 0; i < br * Ev; i++) Oa[i] = 0;
+    for (int64_t s0 = 0; s0 < s_end; s0 += BC) {
+        const int64_t bc = cattn_min64(BC, s_end - s0);
+        const uint8_t flag = g->vbad[u * g->nblk + s0 / BC];
+        const int huge = (flag & 2) != 0;
+        FN(attn_scores)(g, St, ldp, K, qp, s0, bc, brp, ktail);
+        FN(attn_mask_tile)(g, St, ldp, mask, i0, br, s0, bc);
+        FN(attn_online_step)(St, ldp, bc, brp, m, corr, mu, ts);
+        if (huge)                                 /* P / ts: a convex combination */
+            for (int64_t i = 0; i < brp; i++) {
+                const T r = ts[i] == (T)0 ? (T)0 : (T)1 / ts[i];
+                for (int64_t s = 0; s < bc; s++) St[s * ldp + i] *= r;
+            }
+        for (int64_t s = 0; s < bc; s++)                       /* padded PV rows */
+            for (int64_t i = brp; i < brm; i++) St[s * ldp + i] = 0;
+        FN(attn_pv)(g, Ot, evp, St, ldp, V, s0, bc, br, brm, flag & 1, vtail);
+        for (int64_t i = 0; i < br; i++) {
+            const double lo = ld[i] * (double)corr[i], ln = lo + (double)ts[i];
+            if (ln == 0) continue;                              /* nothing seen yet */
+            const double a = lo / ln, b = (huge ? (double)ts[i] : 1.0) / ln;
+            double *oa = Oa + i * Ev;
+            const T *ot = Ot + i * evp;
+            for (int64_t j = 0; j < Ev; j++) oa[j] = a * oa[j] + b * (double)ot[j];
+            ld[i] = ln;
+        }
     }
+    T *O = (T *)g->O + g->offo[uq] + i0 * g->rso;
+    for (int64_t i = 0; i < br; i++)          /* no key attended: 0; NaN l: NaN */
+        for (int64_t j = 0; j < Ev; j++)
+            O[i * g->rso + j] = ld[i] == 0 ? (T)0 : (T)Oa[i * Ev + j];
 }
 
 /* Decode: a unit's group*L query rows (few) over key chunk c. Partials:
- * part[(u*nch + c)*rows + r] = {m, l, O[Ev]}. Scores of all rows are taken
- * per block of 16 keys while those K rows sit in L1; keys with zero weight
- * are skipped in P·V, so NaN in masked or padded cache slots never leaks.
+ * part[(u*nch + c)*rows + r] = {m, l, Ohat[Ev]} with Ohat = P V / l, the
+ * chunk's normalized output (a convex combination of V rows: no overflow).
+ * Scores of all rows are taken per block of 16 keys while those K rows sit
+ * in L1; keys with zero weight are skipped in P·V, so NaN in masked or
+ * padded cache slots never leaks.
  * work: rows x (E + CHUNK) scaled queries and scores. */
 static void FN(attn_decode_task)(const cattn_attn_args *g, int64_t u, int64_t c, int64_t nch,
                                  T *part, T *work)
@@ -290,15 +333,23 @@ static void FN(attn_decode_task)(const cattn_attn_args *g, int64_t u, int64_t c,
         T mx = ninf;
         for (int64_t s = 0; s < n; s++) mx = scr[s] > mx || scr[s] != scr[s] ? scr[s] : mx;
         const T mu = mx == ninf ? (T)0 : mx;
+        const T l = expsum(scr, mu, n);                     /* P = exp(S - m) */
         pr[0] = mx;
-        pr[1] = expsum(scr, mu, n);                         /* P = exp(S - m) */
-        pv_rows(pr + 2, scr, V, g->rsv, n, Ev);             /* O = P · V */
+        pr[1] = l;
+        if (l != (T)0) {                                    /* P / l (NaN l: NaN) */
+            const T r_ = (T)1 / l;
+            for (int64_t s = 0; s < n; s++) scr[s] *= r_;
+        }
+        pv_rows(pr + 2, scr, V, g->rsv, n, Ev);             /* Ohat = P V / l */
     }
 }
 
-/* combine decode partials of row r of unit u in chunk order (log-sum-exp) */
+/* Combine the decode partials of row r of unit u, in chunk order, in double
+ * (log-sum-exp; Ohat are normalized, so O = sum_c w_c Ohat_c with
+ * w_c = exp(m_c - M) l_c / sum_c' exp(m_c' - M) l_c'):
+ * acc: Ev doubles of scratch. */
 static void FN(attn_decode_combine)(const cattn_attn_args *g, int64_t u, int64_t r, int64_t nch,
-                                    const T *part)
+                                    const T *part, double *acc)
 {
     const int64_t Ev = g->Ev, L = g->L, rows = g->group * L;
     const int64_t gi = r / L, i = r % L, uq = u * g->group + gi;
@@ -309,29 +360,39 @@ static void FN(attn_decode_combine)(const cattn_attn_args *g, int64_t u, int64_t
         M = mc > M || mc != mc ? mc : M;
     }
     const T mu = M == -(T)INFINITY ? (T)0 : M;
-    T lsum = 0;
-    for (int64_t j = 0; j < Ev; j++) O[j] = 0;
+    double lsum = 0;
     for (int64_t c = 0; c < nch; c++) {
         const T *pr = part + ((u * nch + c) * rows + r) * (2 + Ev);
-        if (pr[1] == (T)0) continue;
-        const T w = expf1(pr[0] - mu);
-        lsum += w * pr[1];
-        for (int64_t j = 0; j < Ev; j++) O[j] += w * pr[2 + j];
+        if (pr[1] != (T)0) lsum += (double)expf1(pr[0] - mu) * (double)pr[1];
     }
-    const T inv = lsum > 0 ? (T)1 / lsum : (T)0;
-    for (int64_t j = 0; j < Ev; j++)
-        O[j] = lsum == 0 ? (T)0 : (lsum > 0 ? O[j] * inv : lsum);
+    for (int64_t j = 0; j < Ev; j++) acc[j] = 0;
+    if (lsum != 0)
+        for (int64_t c = 0; c < nch; c++) {
+            const T *pr = part + ((u * nch + c) * rows + r) * (2 + Ev);
+            if (pr[1] == (T)0) continue;
+            const double w = (double)expf1(pr[0] - mu) * (double)pr[1] / lsum;
+            for (int64_t j = 0; j < Ev; j++) acc[j] += w * (double)pr[2 + j];
+        }
+    for (int64_t j = 0; j < Ev; j++) O[j] = (T)acc[j];
 }
 
-/* mark kv blocks (BC keys) of V holding a non-finite value */
+/* Flag kv blocks (BC keys) of V: bit 0 = holds NaN/inf (the careful P·V),
+ * bit 1 = holds |v| > T_MAX / (4 BC) (P is normalized before P·V, so the
+ * block's sum of at most BC products cannot overflow). */
 static void FN(attn_scan_v)(const cattn_attn_args *g, int64_t u, int64_t b)
 {
     const T *V = (const T *)g->V + g->offv[u] + b * BC * g->rsv;
     const int64_t n = cattn_min64(BC, g->S - b * BC);
-    T acc = 0;
+    const T big = (sizeof(T) == sizeof(float) ? (T)FLT_MAX : (T)DBL_MAX) / (T)(4 * BC);
+    T acc = 0, amax = 0;
     for (int64_t s = 0; s < n; s++)
-        for (int64_t j = 0; j < g->Ev; j++) acc += V[s * g->rsv + j] * (T)0;
-    g->vbad[u * g->nblk + b] = acc != (T)0;   /* NaN (from NaN or inf) */
+        for (int64_t j = 0; j < g->Ev; j++) {
+            const T x = V[s * g->rsv + j];
+            const T ax = x < 0 ? -x : x;
+            acc += x * (T)0;
+            amax = ax > amax ? ax : amax;
+        }
+    g->vbad[u * g->nblk + b] = (uint8_t)((acc != (T)0) | ((amax > big) << 1));
 }
 
 int FN(cattn_attention)(cattn_attn_args *g, int n_threads)
@@ -350,6 +411,9 @@ int FN(cattn_attention)(cattn_attn_args *g, int n_threads)
 #endif
     size_t per = decode ? (size_t)(rows * (cattn_round_up(g->E, 16) + CATTN_DECODE_CHUNK))
                         : FN(attn_task_scratch)(g);
+    if (decode)                           /* the combine's Ev double accumulators */
+        per = per > (size_t)g->Ev * (sizeof(double) / sizeof(T))
+            ? per : (size_t)g->Ev * (sizeof(double) / sizeof(T));
     per = cattn_round_up(per, 16);
     size_t shared = decode ? (size_t)(g->nkv * nch * rows * (2 + g->Ev)) : 0;
     size_t flags = decode || g->W ? 0 : (size_t)(g->nkv * g->nblk);
@@ -372,7 +436,7 @@ int FN(cattn_attention)(cattn_attn_args *g, int n_threads)
 #pragma omp for schedule(static)
 #endif
             for (int64_t t = 0; t < g->nkv * rows; t++)
-                FN(attn_decode_combine)(g, t / rows, t % rows, nch, part);
+                FN(attn_decode_combine)(g, t / rows, t % rows, nch, part, (double *)work);
         } else {
             if (g->vbad) {
 #ifdef _OPENMP

@@ -77,11 +77,14 @@ static inline float smx_max_f32(const float *x, int64_t n)
     return m;
 }
 
-/* s = sum exp(x - m); y = exp(x - m) too when y != NULL */
-static inline float smx_sumexp_f32(float *y, const float *x, int64_t n, float m)
+/* s = sum exp(x - m); y = exp(x - m) too when y != NULL. Each block of 32
+ * (or the 8-wide rest and the tail) is summed in float (<= 4 terms a lane),
+ * then widened and added in double: the row sum keeps float rounding level
+ * for any n (a float running sum stops growing near 2^24 terms). */
+static inline double smx_sumexp_f32(float *y, const float *x, int64_t n, float m)
 {
     const __m256 vm = _mm256_set1_ps(m);
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    __m256d d0 = _mm256_setzero_pd(), d1 = d0;
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         __m256 e0 = cattn_expneg256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
@@ -94,15 +97,13 @@ static inline float smx_sumexp_f32(float *y, const float *x, int64_t n, float m)
             _mm256_storeu_ps(y + i + 16, e2);
             _mm256_storeu_ps(y + i + 24, e3);
         }
-        s0 = _mm256_add_ps(s0, e0);
-        s1 = _mm256_add_ps(s1, e1);
-        s2 = _mm256_add_ps(s2, e2);
-        s3 = _mm256_add_ps(s3, e3);
+        const __m256 t = _mm256_add_ps(_mm256_add_ps(e0, e1), _mm256_add_ps(e2, e3));
+        ROWS_ACC_PS_PD(t, d0, d1);
     }
     for (; i + 8 <= n; i += 8) {
         __m256 e = cattn_expneg256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
         if (y) _mm256_storeu_ps(y + i, e);
-        s0 = _mm256_add_ps(s0, e);
+        ROWS_ACC_PS_PD(e, d0, d1);
     }
     if (i < n) {                                                /* tail: -inf pads give 0 */
         float buf[8] __attribute__((aligned(32)));
@@ -110,9 +111,9 @@ static inline float smx_sumexp_f32(float *y, const float *x, int64_t n, float m)
         for (int k = 0; k < 8; k++) buf[k] = k < r ? x[i + k] : -INFINITY;
         __m256 e = cattn_expneg256_ps(_mm256_sub_ps(_mm256_load_ps(buf), vm));
         if (y) { _mm256_store_ps(buf, e); memcpy(y + i, buf, sizeof(float) * (size_t)r); }
-        s0 = _mm256_add_ps(s0, e);
+        ROWS_ACC_PS_PD(e, d0, d1);
     }
-    return rows_hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    return rows_hsum_pd(_mm256_add_pd(d0, d1));
 }
 
 void cattn_softmax_row_avx2_f32(float *y, const float *x, int64_t n, int logsm)
@@ -122,14 +123,14 @@ void cattn_softmax_row_avx2_f32(float *y, const float *x, int64_t n, int logsm)
     const int64_t n8 = n & ~(int64_t)7;
     int64_t i;
     if (!logsm) {
-        const float s = smx_sumexp_f32(y, x, n, m);
-        const float inv = s == 0.0f ? 0.0f : 1.0f / s;
+        const double s = smx_sumexp_f32(y, x, n, m);
+        const float inv = s == 0.0 ? 0.0f : (float)(1.0 / s);
         const __m256 vinv = _mm256_set1_ps(inv);
         for (i = 0; i < n8; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vinv));
         for (; i < n; i++) y[i] *= inv;                         /* tail */
     } else {
-        const float s = smx_sumexp_f32(NULL, x, n, m);
-        const float lse = s == 0.0f ? 0.0f : (float)log((double)s);
+        const double s = smx_sumexp_f32(NULL, x, n, m);
+        const float lse = s == 0.0 ? 0.0f : (float)log(s);
         const __m256 vm = _mm256_set1_ps(m), vl = _mm256_set1_ps(lse);
         for (i = 0; i < n8; i += 8)
             _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vl));
@@ -220,28 +221,36 @@ void cattn_softmax_row_avx2_f64(double *y, const double *x, int64_t n, int logsm
 #define SMX_COLS_BODY(T, V, VL, NV, LOADM, STOREM, MAX, SUB, ADD, MUL, EXP,      \
                       SET1, ZERO, CMPEQ, BLEND, DIV, STORE, LOAD, mask)          \
     V m[NV], s[NV], f[NV];                                                       \
-    for (int v = 0; v < NV; v++) { m[v] = SET1((T)-INFINITY); s[v] = ZERO(); }   \
+    double sd[NV * VL];            /* column sums: blocks of 64 rows in T, then double */ \
+    for (int k = 0; k < NV * VL; k++) sd[k] = 0;                                 \
+    for (int v = 0; v < NV; v++) m[v] = SET1((T)-INFINITY);                      \
     for (int64_t i = 0; i < n; i++)                                              \
         for (int v = 0; v < NV; v++)                                             \
             m[v] = MAX(LOADM(x + i * xs + v * VL, mask[v]), m[v]);               \
     for (int v = 0; v < NV; v++)                                                 \
         m[v] = BLEND(m[v], ZERO(), CMPEQ(m[v], SET1((T)-INFINITY)));             \
-    for (int64_t i = 0; i < n; i++)                                              \
+    for (int64_t i0 = 0; i0 < n; i0 += 64) {                                     \
+        const int64_t i1 = i0 + 64 < n ? i0 + 64 : n;                            \
+        for (int v = 0; v < NV; v++) s[v] = ZERO();                              \
+        for (int64_t i = i0; i < i1; i++)                                        \
+            for (int v = 0; v < NV; v++) {                                       \
+                V e = EXP(SUB(LOADM(x + i * xs + v * VL, mask[v]), m[v]));       \
+                if (!logsm) STOREM(y + i * ys + v * VL, mask[v], e);             \
+                s[v] = ADD(s[v], e);                                             \
+            }                                                                    \
         for (int v = 0; v < NV; v++) {                                           \
-            V e = EXP(SUB(LOADM(x + i * xs + v * VL, mask[v]), m[v]));           \
-            if (!logsm) STOREM(y + i * ys + v * VL, mask[v], e);                 \
-            s[v] = ADD(s[v], e);                                                 \
-        }                                                                        \
-    for (int v = 0; v < NV; v++) {                                               \
-        const V zero_s = CMPEQ(s[v], ZERO());                                    \
-        if (!logsm) {                                                            \
-            f[v] = BLEND(DIV(SET1((T)1), s[v]), ZERO(), zero_s);                 \
-        } else {                                                                 \
             T t[VL] __attribute__((aligned(32)));                                \
             STORE(t, s[v]);                                                      \
-            for (int k = 0; k < VL; k++) t[k] = t[k] == 0 ? (T)0 : (T)log((double)t[k]); \
-            f[v] = LOAD(t);                                                      \
+            for (int k = 0; k < VL; k++) sd[v * VL + k] += (double)t[k];         \
         }                                                                        \
+    }                                                                            \
+    for (int v = 0; v < NV; v++) {         /* 1/s or log(s); a zero sum gives 0 */ \
+        T t[VL] __attribute__((aligned(32)));                                    \
+        for (int k = 0; k < VL; k++) {                                           \
+            const double sk = sd[v * VL + k];                                    \
+            t[k] = sk == 0 ? (T)0 : (T)(logsm ? log(sk) : 1.0 / sk);             \
+        }                                                                        \
+        f[v] = LOAD(t);                                                          \
     }                                                                            \
     for (int64_t i = 0; i < n; i++)                                              \
         for (int v = 0; v < NV; v++) {                                           \

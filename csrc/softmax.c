@@ -15,7 +15,8 @@
  * A NaN anywhere in a row gives s = NaN, so the whole row (and only it) is
  * NaN; +inf gives inf - inf = NaN likewise. x - m is exact when x is close
  * to m (Sterbenz), so rows like 1e4 + noise keep full precision.
- * Portable float32 kernels sum in double; AVX2 ones in 32 float lanes.
+ * Sums are kept in double (AVX2 float32: blocks summed in float lanes, then
+ * added in double), so a row of any length keeps float rounding level.
  */
 #include <math.h>
 #include "kernels.h"
