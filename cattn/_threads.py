@@ -46,14 +46,17 @@ def get_num_threads():
 
 
 def set_num_threads(n):
-    """Set the process-wide thread count for cattn's kernels."""
+    """Set the process-wide thread count for cattn's kernels: an int in
+    1..MAX_THREADS (TypeError for another type, bool included; ValueError
+    naming the limit otherwise)."""
     global _global
     _global = _check_n(n, "set_num_threads")
 
 
 @contextlib.contextmanager
 def num_threads(n):
-    """Use n threads for cattn kernels called from this Python thread inside the block."""
+    """Use n threads for cattn kernels called from this Python thread inside
+    the block; n is checked as in set_num_threads."""
     n = _check_n(n, "num_threads")
     prev = getattr(_local, "n", None)
     _local.n = n

@@ -135,8 +135,8 @@ def physical_memory():
 
 
 def _human(nbytes):
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if nbytes < 1024 or unit == "PiB":
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if nbytes < 1024 or unit == "EiB":
             return f"{nbytes:.4g} {unit}" if unit != "bytes" else f"{nbytes} bytes"
         nbytes /= 1024
 

@@ -44,7 +44,8 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ._validate import INTP_MAX, as_int, as_real, check_size, physical_memory, readable, show
+from ._validate import (INTP_MAX, as_flag, as_int, as_real, check_size, physical_memory, readable,
+                        show)
 from .attention import KVCache, attention_weights, scaled_dot_product_attention
 from .functional import layer_norm
 from .ops import linear, matmul
@@ -537,6 +538,9 @@ class MultiheadAttention(Module):
         queries attend to the whole cache, causally (lower-right aligned).
         """
         owner = "MultiheadAttention"
+        need_weights = as_flag(need_weights, "need_weights", owner)
+        average_attn_weights = as_flag(average_attn_weights, "average_attn_weights", owner)
+        is_causal = False if is_causal is None else as_flag(is_causal, "is_causal", owner)
         shared_qkv = (key is None or key is query) and (value is None or value is key)
         shared_kv = value is None or value is key
         dtype, E = self.dtype, self.embed_dim

@@ -12,14 +12,18 @@ Rules (cattn/_validate.py, README "Limits and errors"):
   or any real finite in the compute dtype, 0 and negative included (as torch);
   dropout_p: 0 only; flags (is_causal, enable_gqa): bool, NumPy bool, 0 or 1.
 """
+import contextlib
 import math
+import os
 
 import numpy as np
 import pytest
 
 import cattn
 import cattn.nn as cnn
-from cattn import _threads, reference
+import cattn.attention
+import cattn.ops
+from cattn import _threads, _validate, reference
 from helpers import run_python
 
 try:  # NumPy >= 1.25
@@ -35,6 +39,32 @@ NOT_ALLOWED = (OverflowError, SystemError, AssertionError, KeyError, IndexError,
 # a size no machine can allocate but NumPy can describe: 2^60 bytes (1 EiB),
 # beyond any virtual address space, so even an overcommitting OS refuses it
 EIB_F32_ROWS = 1 << 56       # rows of 4 float32 = 2^60 bytes
+
+
+def _under_asan():
+    """AddressSanitizer aborts on a 2^60-byte malloc (unless
+    allocator_may_return_null=1) instead of returning NULL: under it, the
+    "cannot allocate" paths are exercised with a simulated failure only."""
+    return "asan" in os.environ.get("LD_PRELOAD", "") or "ASAN_OPTIONS" in os.environ
+
+
+@contextlib.contextmanager
+def _allocation_fails(module):
+    """Inside the block, cattn's allocations in `module` (cattn.ops,
+    cattn.attention) fail as NumPy fails when malloc returns NULL."""
+    real = _validate.alloc
+
+    def fail(shape, *args, **kw):
+        raise MemoryError(f"Unable to allocate (simulated) for an array with shape {shape}")
+
+    def alloc(shape, dtype, op, what, init=None):
+        return real(shape, dtype, op, what, init=fail)
+    saved = module.alloc
+    module.alloc = alloc
+    try:
+        yield
+    finally:
+        module.alloc = saved
 
 
 def _id(v):
@@ -274,24 +304,38 @@ def test_linear_activation(bad):
     (True, TypeError), ("3", TypeError), (None, TypeError), (np.ones(2, int), TypeError),
 ], ids=_id)
 def test_kv_cache_sizes(name, bad, exc):
-    if name == "value_dim" and bad is None:
-        pytest.skip("value_dim=None means head_dim")
     kw = dict(batch=1, kv_heads=2, max_len=4, head_dim=8)
     kw[name] = bad
+    if name == "value_dim" and bad is None:          # None means head_dim
+        assert cattn.KVCache(**kw).v.shape == (1, 2, 4, 8)
+        return
     e = _raises_clearly(lambda: cattn.KVCache(**kw), name, allowed=exc)
     if bad is not None and not isinstance(bad, np.ndarray):
         assert repr(bad)[:10] in str(e)
 
 
 @pytest.mark.parametrize("name", ["batch", "kv_heads", "max_len", "head_dim", "value_dim"])
-@pytest.mark.parametrize("big", [HUGE, 2 ** 63, EIB_F32_ROWS], ids=_id)
+@pytest.mark.parametrize("big", [HUGE, 2 ** 63, 2 ** 62], ids=_id)
 def test_kv_cache_huge_sizes(name, big):
+    """Sizes past what NumPy can describe: ValueError before any allocation."""
     kw = dict(batch=1, kv_heads=1, max_len=1, head_dim=4)
     kw[name] = big
-    if name in ("head_dim", "value_dim") and big == EIB_F32_ROWS:
-        kw["max_len"] = 4
-    e = _raises_clearly(lambda: cattn.KVCache(**kw), name, allowed=(ValueError, MemoryError))
-    assert "shape" in str(e)
+    e = _raises_clearly(lambda: cattn.KVCache(**kw), name, allowed=ValueError)
+    assert "shape" in str(e) and "more than any array can hold" in str(e)
+
+
+@pytest.mark.parametrize("name", ["batch", "max_len", "head_dim", "value_dim"])
+def test_kv_cache_too_large_for_memory(name):
+    """A cache NumPy can describe but the machine cannot hold (1 EiB):
+    MemoryError naming the sizes. The real allocation is tried except under
+    AddressSanitizer; the failure is also simulated."""
+    kw = dict(batch=1, kv_heads=1, max_len=4, head_dim=4)
+    kw[name] = EIB_F32_ROWS // 4
+    with _allocation_fails(cattn.attention):
+        e = _raises_clearly(lambda: cattn.KVCache(**kw), name, allowed=MemoryError)
+    assert "shape" in str(e) and f"{name}={EIB_F32_ROWS // 4}" in str(e)
+    if not _under_asan():
+        _raises_clearly(lambda: cattn.KVCache(**kw), name, allowed=MemoryError)
 
 
 def test_kv_cache_dtype():
@@ -358,14 +402,20 @@ def test_kv_cache_append_ragged_list():
 def test_huge_broadcast_results():
     """Outputs implied by broadcasting stride-0 views: MemoryError /
     ValueError naming the op and the shape, not a crash."""
-    a = np.broadcast_to(np.ones((1, 1, 4), F32), (1 << 40, 1 << 10, 4))
+    a = np.broadcast_to(np.ones((1, 1, 4), F32), (1 << 40, 1 << 16, 4))    # 2^60-byte result
     b = np.ones((4, 4), F32)
-    e = _raises_clearly(lambda: cattn.matmul(a, b), "matmul", allowed=(MemoryError, ValueError))
-    assert "shape" in str(e)
-    q = np.broadcast_to(np.ones((1, 4), F32), (1 << 31, 4))
+    with _allocation_fails(cattn.ops):
+        e = _raises_clearly(lambda: cattn.matmul(a, b), "matmul", allowed=MemoryError)
+    assert "shape (1099511627776, 65536, 4)" in str(e)
+    if not _under_asan():
+        _raises_clearly(lambda: cattn.matmul(a, b), "matmul", allowed=MemoryError)
+    q = np.broadcast_to(np.ones((1, 4), F32), (1 << 31, 4))                 # 2^64-byte weights
     e = _raises_clearly(lambda: cattn.attention_weights(q, q), "attention_weights",
-                        allowed=(MemoryError, ValueError))
+                        allowed=ValueError)
     assert "shape" in str(e)
+    with _allocation_fails(cattn.attention):
+        _raises_clearly(lambda: cattn.scaled_dot_product_attention(q, q, q), "result",
+                        allowed=MemoryError)
 
 
 # ---------------------------------------------------------------- nn
@@ -427,6 +477,15 @@ def test_nn_forward_scalars():
     _raises_clearly(lambda: rope.apply(q, 1 << 53), "offset", allowed=ValueError)
 
 
+def test_mha_flags():
+    m = cnn.MultiheadAttention(4, 2)
+    x = np.ones((1, 3, 4), F32)
+    for flag in ("need_weights", "average_attn_weights", "is_causal"):
+        _raises_clearly(lambda: m(x, **{flag: np.ones(2, bool)}), flag, allowed=TypeError)
+    out, w = m(x, need_weights=np.True_, average_attn_weights=0, is_causal=None)
+    assert w.shape == (1, 2, 3, 3)
+
+
 def test_rotary_negative_offset_was_silent_garbage():
     """offset=-5 used to index the cached table from its end (wrong angles,
     no error); it is a ValueError now."""
@@ -466,8 +525,10 @@ _SWEEP = {
     "sdpa(is_causal)": lambda v: cattn.scaled_dot_product_attention(_X, _X, _X, is_causal=v),
     "sdpa(enable_gqa)": lambda v: cattn.scaled_dot_product_attention(_X, _X, _X, enable_gqa=v),
     "attention_weights(scale)": lambda v: cattn.attention_weights(_X, _X, scale=v),
-    "KVCache(max_len)": lambda v: cattn.KVCache(1, 1, v, 4),
-    "KVCache(value_dim)": lambda v: cattn.KVCache(1, 1, 4, 4, value_dim=v),
+    # (the other sizes make every hostile int too large to describe: no real
+    # multi-GiB allocation, which a sanitizer build may refuse by aborting)
+    "KVCache(max_len)": lambda v: cattn.KVCache(1, 1, v, 1 << 40),
+    "KVCache(value_dim)": lambda v: cattn.KVCache(1, 1, 1 << 40, 0, value_dim=v),
     "Linear(in_features)": lambda v: cnn.Linear(v, 2),
     "LayerNorm(eps)": lambda v: cnn.LayerNorm(4, eps=v),
     "MultiheadAttention(num_heads)": lambda v: cnn.MultiheadAttention(4, v),
@@ -498,7 +559,7 @@ def test_no_overflow_or_system_error_anywhere(where):
 
 
 def test_bert_config_validates_numbers():
-    bert = pytest.importorskip("cattn.models.bert")
+    from cattn.models import bert
     with pytest.raises(ValueError, match="num_attention_heads"):
         bert.BertConfig.from_dict({"num_attention_heads": 0})
     with pytest.raises(TypeError, match="hidden_size"):

@@ -103,11 +103,8 @@ def test_readable_keeps_aligned_inputs(dtype):
     assert contiguous(x, np.dtype(dtype)) is x
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("offset", [1, 4])
+@pytest.mark.parametrize("dtype,offset", [(F32, 1), (F32, 2), (F32, 7), (F64, 1), (F64, 4)])
 def test_readable_realigns_once_and_keeps_layout(dtype, offset):
-    if offset % np.dtype(dtype).itemsize == 0:
-        pytest.skip("aligned for this dtype")
     x = unaligned(np.arange(24, dtype=dtype).reshape(2, 3, 4), offset)
     r = readable(x, np.dtype(dtype))
     assert r.flags.aligned and r.flags.c_contiguous and np.array_equal(r, x)
