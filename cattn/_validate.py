@@ -100,6 +100,8 @@ def alloc(shape, dtype, op, what, init=np.empty):
         dtype = np.dtype(dtype)
         shape = tuple(shape)
         nbytes = check_size(shape, dtype, op, what)   # ValueError past NumPy's limits
+        if not isinstance(e, MemoryError):
+            raise                                     # not about the size: NumPy's own words
         raise MemoryError(f"{op}: cannot allocate {what} of shape {shape} and dtype {dtype} "
                           f"({_human(nbytes)}): {e}") from None
 
@@ -141,10 +143,28 @@ def _human(nbytes):
         nbytes /= 1024
 
 
+def native(arr):
+    """arr with a float dtype in native byte order (a copy for '>f4' data on a
+    little-endian machine: the kernels read native floats only)."""
+    dt = arr.dtype
+    if dt.byteorder not in "=|" and dt.kind == "f":
+        nat = dt.newbyteorder("=")
+        if nat in FLOAT_DTYPES:
+            return arr.astype(nat)
+    return arr
+
+
 def as_float_array(x, name, op):
-    """x as an ndarray of float32/float64 (no copy for ndarrays of those)."""
+    """x as an ndarray of float32/float64 (no copy for ndarrays of those;
+    float32/float64 data in the other byte order is converted). Masked
+    arrays are refused: the kernels would ignore the mask."""
     if isinstance(x, np.ndarray):
         arr = x
+        if type(x) is not np.ndarray and isinstance(x, np.ma.MaskedArray):
+            raise TypeError(f"{op}: {name} is a masked array; cattn would ignore its mask: "
+                            f"pass {name}.filled(value) or {name}.data")
+        if arr.dtype.byteorder not in "=|":
+            arr = native(arr)
     else:
         try:
             arr = np.asarray(x)

@@ -12,7 +12,7 @@ import numpy as np
 from . import _ext
 from ._threads import get_num_threads
 from ._validate import (FLOAT_DTYPES, alloc, as_flag, as_float_array, as_int, as_real, check_out,
-                        readable, result_dtype, show)
+                        native, readable, result_dtype, show)
 from .ops import _batch_offsets
 
 _OP = "scaled_dot_product_attention"
@@ -103,7 +103,10 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
 
     mask, mkind, offm, rsm, csm = None, 0, _zeros_offsets(math.prod(out_batch)), 0, 0
     if attn_mask is not None:
-        m = np.asarray(attn_mask)
+        try:
+            m = native(np.asarray(attn_mask))
+        except Exception as e:  # ragged lists, objects NumPy rejects
+            raise TypeError(f"{op}: attn_mask could not be converted to an array: {e}") from None
         if m.dtype == np.bool_:
             mkind = 1
         elif m.dtype in FLOAT_DTYPES:

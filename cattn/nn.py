@@ -44,8 +44,8 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ._validate import (INTP_MAX, as_flag, as_int, as_real, check_size, physical_memory, readable,
-                        show)
+from ._validate import (INTP_MAX, as_flag, as_int, as_real, check_size, native, physical_memory,
+                        readable, show)
 from .attention import KVCache, attention_weights, scaled_dot_product_attention
 from .functional import layer_norm
 from .ops import linear, matmul
@@ -165,6 +165,8 @@ def _as_input(x, name, dtype, owner):
     unless x is unaligned (then copied once here, not in every op)."""
     if not isinstance(x, np.ndarray):
         x = np.asarray(x)
+    if x.dtype != dtype:
+        x = native(x)
     if x.dtype != dtype:
         raise TypeError(
             f"{owner}: {name} has dtype {x.dtype} but the module's parameters are {dtype}; "
@@ -538,6 +540,8 @@ class MultiheadAttention(Module):
         queries attend to the whole cache, causally (lower-right aligned).
         """
         owner = "MultiheadAttention"
+        if kv_cache is not None and not isinstance(kv_cache, KVCache):
+            raise TypeError(f"{owner}: kv_cache must be a cattn.KVCache, got {show(kv_cache)}")
         need_weights = as_flag(need_weights, "need_weights", owner)
         average_attn_weights = as_flag(average_attn_weights, "average_attn_weights", owner)
         is_causal = False if is_causal is None else as_flag(is_causal, "is_causal", owner)
@@ -975,6 +979,29 @@ class DecoderOnly(Module):
         D = self.d_model // self.nhead
         return [KVCache(batch, self.nhead, max_len, D, self.dtype) for _ in self.layers]
 
+    def _check_cache(self, cache, x):
+        """Every layer's cache fits x before any is extended: a bad cache
+        raises TypeError / ValueError and leaves all caches unchanged."""
+        owner = "DecoderOnly"
+        if not isinstance(cache, (list, tuple)) or not all(isinstance(c, KVCache) for c in cache):
+            raise TypeError(f"{owner}: cache must be the list of cattn.KVCache from new_cache(), "
+                            f"got {show(cache)}")
+        if len(cache) != len(self.layers):
+            raise ValueError(f"{owner}: cache has {len(cache)} entries for "
+                             f"{len(self.layers)} layers; use new_cache()")
+        B, T = x.shape[0], x.shape[1]
+        want = (B, self.nhead, self.d_model // self.nhead)
+        for i, c in enumerate(cache):
+            b, h, _, d = c.k.shape
+            if (b, h, d) != want or c.v.shape[-1] != want[2] or c.k.dtype != self.dtype:
+                raise ValueError(f"{owner}: cache[{i}] holds {c.k.dtype} keys of shape "
+                                 f"{c.k.shape}; this input needs (batch, heads, max_len, "
+                                 f"head_dim) = ({B}, {want[1]}, max_len, {want[2]}) "
+                                 f"in {self.dtype}: use new_cache({B}, max_len)")
+            if c.length + T > c.max_len:
+                raise ValueError(f"{owner}: cache[{i}] holds {c.length} of {c.max_len} "
+                                 f"positions; {T} more exceed max_len")
+
     def forward(self, x, cache=None):
         """x (B, T, E) -> (B, T, E). Without cache: the full causal forward over
         the T positions. With cache (from new_cache): x holds the T positions
@@ -987,9 +1014,7 @@ class DecoderOnly(Module):
             for layer in self.layers:
                 x = layer(x, is_causal=True)
         else:
-            if len(cache) != len(self.layers):
-                raise ValueError(f"DecoderOnly: cache has {len(cache)} entries for "
-                                 f"{len(self.layers)} layers; use new_cache()")
+            self._check_cache(cache, x)
             for layer, kv in zip(self.layers, cache):
                 x = layer(x, kv_cache=kv)
         return self.norm(x, out=x)

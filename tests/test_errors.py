@@ -567,3 +567,73 @@ def test_bert_config_validates_numbers():
     with pytest.raises(ValueError, match="layer_norm_eps"):
         bert.BertConfig.from_dict({"layer_norm_eps": HUGE})
     assert math.isclose(bert.BertConfig.from_dict({}).layer_norm_eps, 1e-12)
+
+
+# ---------------------------------------------------------------- other array kinds
+
+def test_non_native_byte_order_is_converted():
+    """'>f4' data is float32 in the other byte order: converted (one copy),
+    never handed to C as is, and never refused as 'not float32'."""
+    rng = np.random.default_rng(8)
+    for dt in (F32, F64):
+        x = rng.standard_normal((3, 4)).astype(dt)
+        sw = x.astype(np.dtype(dt).newbyteorder())
+        assert sw.dtype.byteorder != "=" and np.array_equal(sw, x)
+        np.testing.assert_array_equal(cattn.matmul(sw, sw.T), cattn.matmul(x, x.T))
+        np.testing.assert_array_equal(cattn.linear(sw, sw, sw[:, 0]), cattn.linear(x, x, x[:, 0]))
+        np.testing.assert_array_equal(cattn.softmax(sw), cattn.softmax(x))
+        np.testing.assert_array_equal(cattn.layer_norm(sw, sw[0], sw[1]),
+                                      cattn.layer_norm(x, x[0], x[1]))
+        np.testing.assert_array_equal(cattn.gelu(sw), cattn.gelu(x))
+        m = np.where(x[:, :3] > 0, 0, -1.5).astype(dt)
+        np.testing.assert_array_equal(
+            cattn.scaled_dot_product_attention(sw, sw[:3], sw[:3], attn_mask=m.astype(sw.dtype)),
+            cattn.scaled_dot_product_attention(x, x[:3], x[:3], attn_mask=m))
+        c = cattn.KVCache(1, 1, 4, 4, dtype=dt)
+        c.append(sw[None, None], sw[None, None])
+        assert np.array_equal(c.keys[0, 0], x)
+        layer = cnn.Linear(4, 2, dtype=dt, seed=0)
+        np.testing.assert_array_equal(layer(sw), layer(x))
+        mha = cnn.MultiheadAttention(4, 2, dtype=dt, seed=0)
+        np.testing.assert_array_equal(mha(sw[None])[0], mha(x[None])[0])
+
+
+def test_masked_arrays_are_refused():
+    ma = np.ma.masked_array(np.ones((3, 3), F32), mask=np.eye(3, dtype=bool))
+    for fn in (lambda: cattn.matmul(ma, ma), lambda: cattn.softmax(ma),
+               lambda: cattn.layer_norm(ma), lambda: cattn.scaled_dot_product_attention(ma, ma, ma),
+               lambda: cattn.KVCache(1, 1, 4, 3).append(ma[None, None], ma[None, None])):
+        _raises_clearly(fn, "masked array", allowed=TypeError)
+
+
+def test_ragged_mask():
+    x = np.ones((2, 3), F32)
+    _raises_clearly(lambda: cattn.scaled_dot_product_attention(x, x, x, attn_mask=[[1.0], [1.0, 2.0]]),
+                    "attn_mask", allowed=TypeError)
+
+
+def test_mha_kv_cache_type():
+    m = cnn.MultiheadAttention(4, 2)
+    _raises_clearly(lambda: m(np.ones((1, 2, 4), F32), kv_cache=[1]), "kv_cache", allowed=TypeError)
+
+
+def test_decoder_only_bad_caches_leave_every_cache_unchanged():
+    model = cnn.DecoderOnly(8, 2, 3, seed=0)
+    x = np.random.default_rng(0).standard_normal((1, 2, 8)).astype(F32)
+    _raises_clearly(lambda: model(x, cache=5), "cache", allowed=TypeError)
+    _raises_clearly(lambda: model(x, cache=[5, 5, 5]), "cache", allowed=TypeError)
+    good = model.new_cache(1, 4)
+    model(x, cache=good)
+    for bad_last in (cattn.KVCache(1, 2, 4, 4, dtype=F64),   # wrong dtype
+                     cattn.KVCache(2, 2, 4, 4),               # wrong batch
+                     cattn.KVCache(1, 1, 4, 8),               # wrong heads / head_dim
+                     cattn.KVCache(1, 2, 2, 4)):              # no room for 2 more positions
+        if bad_last.max_len == 2:
+            bad_last.append(np.ones((1, 2, 1, 4), F32), np.ones((1, 2, 1, 4), F32))
+        cache = good[:2] + [bad_last]
+        before = [(c.length, c.k.copy()) for c in cache]
+        _raises_clearly(lambda: model(x, cache=cache), "cache[2]", allowed=ValueError)
+        assert all(c.length == n and np.array_equal(c.k, k) for c, (n, k) in zip(cache, before))
+    model(x, cache=good)                                                            # full: 4 of 4
+    _raises_clearly(lambda: model(x, cache=good), "max_len", allowed=ValueError)
+    assert all(c.length == 4 for c in good)
