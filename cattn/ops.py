@@ -89,12 +89,8 @@ def matmul(a, b, *, out=None):
     """
     if (out is None and type(a) is np.ndarray and type(b) is np.ndarray
             and a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype and a.dtype in FLOAT_DTYPES
-            and a.shape[1] == b.shape[0]):
-        fa, fb = a.flags, b.flags
-        fast = fa.c_contiguous and fb.c_contiguous and fa.aligned and fb.aligned
-    else:
-        fast = False
-    if fast:
+            and a.shape[1] == b.shape[0] and (fa := a.flags).c_contiguous
+            and (fb := b.flags).c_contiguous and fa.aligned and fb.aligned):
         # fast path: 2-D contiguous aligned operands of one dtype, no out=
         (M, K), N = a.shape, b.shape[1]
         c = np.empty((M, N), dtype=a.dtype)
@@ -145,20 +141,12 @@ def linear(x, weight, bias=None, *, activation=None, out=None):
     op = "linear"
     if (out is None and type(x) is np.ndarray and type(weight) is np.ndarray
             and x.dtype == weight.dtype and x.dtype in FLOAT_DTYPES and x.ndim >= 1
-            and weight.ndim == 2 and x.shape[-1] == weight.shape[1]):
-        fx, fw = x.flags, weight.flags
-        fast = (fx.c_contiguous and fx.aligned and fw.aligned
-                and not (weight.strides[0] % weight.itemsize
-                         or weight.strides[1] % weight.itemsize))
-        if fast and bias is not None:
-            fast = (type(bias) is np.ndarray and bias.dtype == x.dtype
-                    and bias.shape == (weight.shape[0],))
-            if fast:
-                fb = bias.flags
-                fast = fb.c_contiguous and fb.aligned
-    else:
-        fast = False
-    if fast:
+            and weight.ndim == 2 and x.shape[-1] == weight.shape[1]
+            and (fx := x.flags).c_contiguous and fx.aligned and weight.flags.aligned
+            and not (weight.strides[0] % weight.itemsize or weight.strides[1] % weight.itemsize)
+            and (bias is None or (type(bias) is np.ndarray and bias.dtype == x.dtype
+                                  and bias.shape == (weight.shape[0],)
+                                  and (fb := bias.flags).c_contiguous and fb.aligned))):
         # fast path (inference hot loop): contiguous x, any weight layout
         # (e.g. stored transposed), one dtype, no out=
         N, K = weight.shape
