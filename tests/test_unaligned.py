@@ -142,6 +142,8 @@ def _cases(rng, dtype):
     """(name, function of its array arguments, aligned arrays)."""
     a, b = _args(rng, [(9, 20), (20, 7)], dtype)
     ab, bb = _args(rng, [(3, 5, 6), (6, 4)], dtype)
+    ab2, bb2 = _args(rng, [(2, 5, 6), (2, 6, 4)], dtype)     # per-item B: gemm_batched
+    qg = _args(rng, [(2, 6, 10, 8)], dtype)[0]               # 6 query heads over 3 kv heads
     x, w, bias = _args(rng, [(2, 3, 16), (11, 16), (11,)], dtype)
     xs = _args(rng, [(4, 33)], dtype)[0]
     nw, nb = _args(rng, [(33,), (33,)], dtype)
@@ -151,6 +153,7 @@ def _cases(rng, dtype):
     return [
         ("matmul", lambda a, b: cattn.matmul(a, b), [a, b]),
         ("matmul batched", lambda a, b: cattn.matmul(a, b), [ab, bb]),
+        ("matmul batched B", lambda a, b: cattn.matmul(a, b), [ab2, bb2]),
         ("matmul 1-D", lambda a, b: cattn.matmul(a, b), [a[0], b]),
         ("matmul transposed b", lambda a, b: cattn.matmul(a, b.T), [a, b.T.copy()]),
         ("matmul out=", lambda a, b: cattn.matmul(a, b, out=np.empty((9, 7), dtype)), [a, b]),
@@ -174,6 +177,8 @@ def _cases(rng, dtype):
             q, k, v, is_causal=True), [q, k, v]),
         ("sdpa float mask", lambda q, k, v, m: cattn.scaled_dot_product_attention(
             q, k, v, attn_mask=m), [q, k, v, fm]),
+        ("sdpa gqa", lambda q, k, v: cattn.scaled_dot_product_attention(
+            q, k, v, enable_gqa=True), [qg, k, v]),
         ("sdpa decode", lambda q, k, v: cattn.scaled_dot_product_attention(q, k, v), [qd, k, v]),
         ("attention_weights", lambda q, k, m: cattn.attention_weights(q, k, m), [q, k, fm]),
     ]
