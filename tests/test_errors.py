@@ -95,7 +95,8 @@ def _raises_clearly(fn, names, allowed=(TypeError, ValueError, MemoryError)):
 # ---------------------------------------------------------------- threads
 
 @pytest.mark.parametrize("setter", ["set_num_threads", "num_threads"])
-@pytest.mark.parametrize("bad", [1 << 40, 2 ** 31, 2 ** 63, HUGE, _threads.MAX_THREADS + 1], ids=_id)
+@pytest.mark.parametrize("bad", [1 << 40, 2 ** 31, 2 ** 63, HUGE, _threads.MAX_THREADS + 1],
+                         ids=_id)
 def test_thread_count_too_large_is_refused_where_it_is_set(setter, bad):
     before = cattn.get_num_threads()
     if setter == "set_num_threads":
@@ -216,7 +217,8 @@ def test_scale_accepted_and_used(scale):
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((3, 4)) for _ in range(3))
     got = cattn.scaled_dot_product_attention(q, k, v, scale=scale)
-    np.testing.assert_allclose(got, reference.scaled_dot_product_attention(q, k, v, scale=float(scale)),
+    ref = reference.scaled_dot_product_attention(q, k, v, scale=float(scale))
+    np.testing.assert_allclose(got, ref,
                                rtol=1e-9, atol=1e-9)
     if abs(float(scale)) <= 1:
         q32, k32, v32 = (a.astype(F32) for a in (q, k, v))
@@ -254,7 +256,8 @@ def test_flags(flag, bad):
 def test_flags_accepted(ok):
     x = np.random.default_rng(2).standard_normal((3, 4))
     got = cattn.scaled_dot_product_attention(x, x, x, is_causal=ok, enable_gqa=ok)
-    np.testing.assert_allclose(got, reference.scaled_dot_product_attention(x, x, x, is_causal=bool(ok)), rtol=1e-9)
+    ref = reference.scaled_dot_product_attention(x, x, x, is_causal=bool(ok))
+    np.testing.assert_allclose(got, ref, rtol=1e-9)
 
 
 def test_attend_is_causal_flag():
@@ -508,7 +511,7 @@ def test_rotary_far_positions_computed_directly_with_the_same_values():
     assert all(t[0].shape[0] <= cnn.RotaryEmbedding._TABLE_MAX for t in cached._tables.values())
 
 
-# ---------------------------------------------------------------- a sweep: no OverflowError anywhere
+# ---------------------------------------------------------------- sweep: no OverflowError
 
 _X = np.ones((2, 4), F32)
 _HOSTILE = [HUGE, -HUGE, 2 ** 63, 2 ** 64, -2 ** 63 - 1, 2 ** 31, float("nan"), float("inf"),
@@ -608,7 +611,8 @@ def test_masked_arrays_are_refused():
 
 def test_ragged_mask():
     x = np.ones((2, 3), F32)
-    _raises_clearly(lambda: cattn.scaled_dot_product_attention(x, x, x, attn_mask=[[1.0], [1.0, 2.0]]),
+    ragged = [[1.0], [1.0, 2.0]]
+    _raises_clearly(lambda: cattn.scaled_dot_product_attention(x, x, x, attn_mask=ragged),
                     "attn_mask", allowed=TypeError)
 
 
