@@ -147,5 +147,5 @@ def test_constructor_errors():
         cattn.KVCache(1, 1, 4, 4, dtype=np.int32)
     with pytest.raises(ValueError, match="max_len"):
         cattn.KVCache(1, 1, -1, 4)
-    with pytest.raises(ValueError, match="head_dim"):
+    with pytest.raises(TypeError, match="head_dim"):   # a non-integer size is a TypeError
         cattn.KVCache(1, 1, 4, 2.5)
