@@ -255,7 +255,12 @@ class KVCache:
         self.k = alloc((batch, kv_heads, max_len, head_dim), dtype, op, what + ": keys", np.zeros)
         self.v = alloc((batch, kv_heads, max_len, value_dim), dtype, op, what + ": values",
                        np.zeros)
-        self.length = 0
+        self._length = 0
+
+    @property
+    def length(self):
+        """Filled positions (read-only: append and reset change it)."""
+        return self._length
 
     @property
     def max_len(self):
@@ -308,11 +313,11 @@ class KVCache:
         v = self._new(v, "v")
         self.k[:, :, self.length:self.length + t] = k
         self.v[:, :, self.length:self.length + t] = v
-        self.length += t
-        return self.length
+        self._length += t
+        return self._length
 
     def reset(self):
-        self.length = 0
+        self._length = 0
 
     def attend(self, q, attn_mask=None, is_causal=True, *, scale=None, out=None):
         """Attention of q (batch, Hq, L, head_dim) over the filled prefix;
