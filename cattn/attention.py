@@ -120,6 +120,12 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
             ok = False
         if not ok:
             raise ValueError(f"{op}: attn_mask of shape {m.shape} does not broadcast to {target}")
+        if mkind == 2 and m.dtype.itemsize > np.dtype(dtype).itemsize:
+            # float64 mask, float32 compute: finite values stay finite (a value
+            # beyond float32's range saturates at +-FLT_MAX instead of becoming
+            # the -inf "excluded" sentinel or +inf); +-inf and NaN are kept
+            big = np.finfo(dtype).max
+            m = np.where(np.isfinite(m), np.clip(m, -big, big), m)
         m = readable(m, dtype if mkind == 2 else m.dtype)  # cast, aligned (broadcast kept)
         item = m.itemsize
         mb = view_q(np.broadcast_to(m, target))

@@ -193,7 +193,8 @@ static void FN(attn_pv)(const cattn_attn_args *g, T *Ot, int64_t evp, const T *S
  * attn_scan_v, P is divided by ts before P V and Oa gets ts / l' instead).
  * Weights mode (attention_weights): pass 0 finds m and l, pass 1 writes
  * W = exp(s - m) / l; a row whose l is NaN (a NaN or +inf score) is NaN at
- * every position it attends to, as softmax([inf, 1]) = [nan, nan]. */
+ * every position it attends to (whatever its score, -inf included) and 0
+ * where masked, as softmax([inf, 1]) = [nan, nan]. */
 static void FN(attn_flash_task)(const cattn_attn_args *g, int64_t uq, int64_t qb, T *work)
 {
     const int64_t u = uq / g->group, E = g->E, Ev = g->Ev, S = g->S;
@@ -235,6 +236,9 @@ static void FN(attn_flash_task)(const cattn_attn_args *g, int64_t uq, int64_t qb
         for (int64_t s0 = 0; s0 < s_end; s0 += BC) {          /* pass 1: W */
             const int64_t bc = cattn_min64(BC, s_end - s0);
             FN(attn_scores)(g, St, ldp, K, qp, s0, bc, brp, ktail);
+            for (int64_t i = 0; i < br; i++)   /* NaN rows: scores 0, so -inf marks the mask */
+                if (ld[i] != ld[i])
+                    for (int64_t s = 0; s < bc; s++) St[s * ldp + i] = 0;
             FN(attn_mask_tile)(g, St, ldp, mask, i0, br, s0, bc);
             for (int64_t i = 0; i < br; i++)                  /* NaN rows, before exp */
                 if (ld[i] != ld[i])

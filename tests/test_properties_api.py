@@ -12,8 +12,7 @@ TypeError / ValueError (MemoryError for impossible sizes):
   scale, axis, activation, approximate, causal_alignment, dropout_p, thread
   counts and KVCache sizes either work or raise TypeError / ValueError /
   MemoryError naming the argument.
-Known failures are kept as regular tests in test_regressions.py; the
-properties skip exactly those inputs (see _KNOWN_* below).
+Failing examples found are kept as regular tests in test_regressions.py.
 """
 import warnings
 
@@ -82,18 +81,11 @@ DTYPE_CALLS = {
     "sdpa.out": lambda b: cattn.scaled_dot_product_attention(Q, Q, Q, out=b(np.empty((2, 3, 4), F32))),
 }
 
-# KVCache.append accepts (and casts) any dtype NumPy can cast, complex with
-# a warning, strings included: being fixed; kept as
-# test_regressions.py::test_kvcache_append_rejects_non_float_dtypes
-_KNOWN_DTYPE_BUGS = {"KVCache.append.k", "KVCache.append.v"}
-
-
 @examples(6)
 @given(arg=st.sampled_from(sorted(DTYPE_CALLS)), dtype=st.sampled_from(BAD_DTYPES))
 def test_wrong_dtype_raises_type_error(arg, dtype):
     dtype = np.dtype(dtype)
     assume(not (arg.endswith("attn_mask") and dtype == np.bool_))     # a valid bool mask
-    assume(arg not in _KNOWN_DTYPE_BUGS)
     with pytest.raises(TypeError) as info:
         DTYPE_CALLS[arg](lambda a: _bad(a, dtype))
     assert str(dtype) in str(info.value), f"{arg}: message does not name {dtype}: {info.value}"
@@ -252,35 +244,9 @@ SCALAR_CALLS = {   # name: (call, words one of which the message must contain)
 }
 
 
-def _known_scalar_bug(name, j):
-    """The regression test keeping a known failure of (argument, value), or
-    None. Each is a regular test in test_regressions.py (xfail strict until
-    fixed); the property skips exactly these."""
-    big_int = isinstance(j, int) and not isinstance(j, bool) and abs(j) >= 2**31
-    if name in ("layer_norm.eps", "rms_norm.eps", "sdpa.scale", "attention_weights.scale") \
-            and big_int and abs(j) > 1e308:
-        return "test_huge_int_eps_or_scale_raises_value_error"          # OverflowError
-    if name in ("set_num_threads", "num_threads") and big_int and j > 0:
-        return "test_huge_thread_count_is_rejected_or_clamped"          # OverflowError later
-    if name in ("sdpa.scale", "attention_weights.scale") and not isinstance(
-            j, (int, float, np.floating, np.integer)):
-        return "test_bad_scale_message_names_scale"                     # float()'s message
-    if name in ("KVCache.max_len", "KVCache.head_dim", "KVCache.value_dim"):
-        if name == "KVCache.value_dim" and not (isinstance(j, (int, np.integer))
-                                                and not isinstance(j, bool) and j >= 0):
-            return "test_kvcache_bad_value_dim_message"                 # NumPy's message
-        if big_int or isinstance(j, bool):
-            return "test_kvcache_huge_or_bool_sizes_message"            # NumPy's message
-    if isinstance(j, np.ndarray) and name in ("gelu.approximate", "sdpa.causal_alignment",
-                                              "sdpa.dropout_p"):
-        return "test_array_for_string_or_float_argument_message"       # "truth value ..."
-    return None
-
-
 @examples(8)
 @given(name=st.sampled_from(sorted(SCALAR_CALLS)), j=st.sampled_from(JUNK))
 def test_scalar_arguments_work_or_raise_clear_errors(name, j):
-    assume(_known_scalar_bug(name, j) is None)
     call, words = SCALAR_CALLS[name]
     saved = cattn._threads._global
     try:

@@ -19,8 +19,6 @@ Each example draws:
     unaligned, non-whole-element strides, read-only), sometimes out=.
 It runs with 1 and 2 threads (same bits) and compares with the reference.
 """
-import math
-
 import numpy as np
 import pytest
 
@@ -28,10 +26,8 @@ hypothesis = pytest.importorskip("hypothesis", reason="the property tests need h
 from hypothesis import assume, event, given, note, strategies as st  # noqa: E402
 
 import cattn  # noqa: E402
-from cattn import reference  # noqa: E402
-from prop_check import (allowed_pairs, check_attention, check_attention_weights,  # noqa: E402
-                        reference_kw, threads_bitwise)
-from strategies import (F32, F64, arrays, dtypes, examples, layouts, lay_out,  # noqa: E402
+from prop_check import check_attention, check_attention_weights, threads_bitwise  # noqa: E402
+from strategies import (arrays, dtypes, examples, layouts, lay_out,  # noqa: E402
                         poisoned_out, sizes, values)
 
 sdpa = cattn.scaled_dot_product_attention
@@ -133,11 +129,7 @@ def attention_case(draw, need_value=True, specials=False, big=False, decode=None
         if mode == "bool":
             m = keep
         else:
-            # float32-representable values even in a float64 mask: the mask is
-            # rounded to the compute dtype (see test_regressions.py::
-            # test_float64_mask_beyond_float32_range_with_float32_inputs)
-            bias = (rng.standard_normal(mshape) * draw(st.sampled_from([0.0, 1.0, 3.0, 100.0]))
-                    ).astype(np.float32)
+            bias = rng.standard_normal(mshape) * draw(st.sampled_from([0.0, 1.0, 3.0, 100.0]))
             m = np.where(keep, bias, -np.inf)
             if specials and m.size and draw(st.booleans()):
                 m.reshape(-1)[draw(st.integers(0, m.size - 1))] = draw(
@@ -168,44 +160,6 @@ def _is_valid(q, k, v, kw):
         return True
     except ValueError:
         return False
-
-
-def _scores(q, k, kw):
-    """(float64 scores incl. a float mask, allowed pairs) of an attention call."""
-    rkw = reference_kw(np.shape(q)[-1], kw)
-    q64, k64 = np.asarray(q, np.float64), np.asarray(k, np.float64)
-    if rkw.get("enable_gqa") and q64.ndim >= 3 and q64.shape[-3] != k64.shape[-3]:
-        k64 = np.repeat(k64, q64.shape[-3] // k64.shape[-3], axis=-3)
-    scale = rkw.get("scale", 1.0 / math.sqrt(q64.shape[-1]) if q64.shape[-1] else 1.0)
-    with np.errstate(all="ignore"):
-        s = np.matmul(q64, np.swapaxes(k64, -1, -2)) * scale
-        m = rkw.get("attn_mask")
-        if m is not None and np.asarray(m).dtype != np.bool_:
-            s = s + np.asarray(m, np.float64)
-    return s, allowed_pairs(s.shape, s.shape[-2], s.shape[-1], **rkw)
-
-
-def _known_weights_bugs(q, k, kw):
-    """True when a row of attention_weights hits one of the two open bugs on
-    rows that must be all NaN (kept as regular tests in test_regressions.py):
-    * a +inf score at an attended key gives [nan, 0, ...] instead of NaN
-      (being fixed; test_attention_weights_plus_inf_score_row_is_nan);
-    * a NaN score, with another attended score of -inf or more than ~87
-      (float32) / ~708 (float64) below the row's largest finite score: that
-      key gets an exact 0 instead of NaN
-      (test_attention_weights_nan_score_row_is_all_nan)."""
-    s, allowed = _scores(q, k, kw)
-    if s.size == 0:
-        return False
-    if (allowed & (s == np.inf)).any():
-        return True
-    gap = 80.0 if np.result_type(q, k) == np.float32 else 700.0
-    with np.errstate(all="ignore"):
-        fin = np.where(allowed & np.isfinite(s), s, -np.inf)
-        top = fin.max(axis=-1, keepdims=True)
-        low = (allowed & ((s == -np.inf) | (s < top - gap))).any(axis=-1)
-    nan_row = (allowed & np.isnan(s)).any(axis=-1)
-    return bool((nan_row & low).any())
 
 
 @examples(4)
@@ -251,10 +205,6 @@ def test_sdpa_nan_inf(case):
 def test_attention_weights_matches_reference(case):
     q, k, _, kw = case
     assume(_is_valid(q, k, None, kw))
-    # rows that must be all NaN but are partly 0 (two open bugs, kept as
-    # regular tests in test_regressions.py, see _known_weights_bugs): skipped
-    # until they are fixed, every other example is judged
-    assume(not _known_weights_bugs(q, k, kw))
     got = threads_bitwise(lambda: cattn.attention_weights(q, k, **kw))
     check_attention_weights(got, q, k, **kw)
 
@@ -384,29 +334,12 @@ def huge_value_case(draw):
     return q, k, v
 
 
-def _overflows_before_normalising(q, k, v):
-    """True when sum_j exp(s_j - max) |v_j| exceeds the dtype's range for some
-    row: a kernel that builds the weighted sum before dividing by the row sum
-    overflows there."""
-    dtype = np.result_type(q, k, v)
-    q64, k64, v64 = (np.asarray(a, np.float64) for a in (q, k, v))
-    E = q64.shape[-1]
-    s = q64 @ np.swapaxes(k64, -1, -2) * (1 / math.sqrt(E) if E else 1.0)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    # |partial sums| <= sum_j p_j |v_j| in any order; 1e-3 covers the rounding
-    return bool((p @ np.abs(v64) > float(np.finfo(dtype).max) * (1 - 1e-3)).any())
-
-
 @examples(2)
 @given(case=huge_value_case())
 def test_huge_values_give_finite_results(case):
     """Any input whose exact result is finite gives it (issue 9): here values
     close to the largest float."""
     q, k, v = case
-    # the overflow-before-normalisation bug (being fixed) is kept as
-    # test_regressions.py::test_sdpa_huge_values_overflow_before_normalising;
-    # until it is fixed the property looks only at inputs that do not hit it
-    assume(not _overflows_before_normalising(q, k, v))
     out = threads_bitwise(lambda: sdpa(q, k, v))
     assert np.isfinite(out).all()
     check_attention(out, q, k, v)

@@ -1,7 +1,7 @@
 """Failing examples found by the property tests (test_properties_*.py) and the
 hostile-input probes of issue 9, minimised and kept as plain regular tests.
 
-Markers:
+Markers (none open now; a new failing example gets one until it is fixed):
   xfail(strict=True, reason="being fixed: ...")  known, being fixed right now
   xfail(strict=True, reason="bug: ...")          found by the property tests
 Strict: when a fix lands the test XPASSes, which fails the run: remove the
@@ -34,8 +34,6 @@ def _unaligned(a, offset=1):
 
 # ---- attention: NaN and inf scores -----------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="being fixed: a +inf score gives weights [nan, 0] "
-                                       "instead of [nan, nan] (softmax([inf, 1]), torch)")
 @pytest.mark.parametrize("L", [1, 20], ids=["decode", "flash"])
 def test_attention_weights_plus_inf_score_row_is_nan(L):
     q = np.ones((L, 1), F32)
@@ -45,9 +43,6 @@ def test_attention_weights_plus_inf_score_row_is_nan(L):
     assert np.isnan(w).all(), f"got {w[0]}, expected [nan, nan]"
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a row with a NaN score leaves keys with a -inf "
-                                       "score, or a score > 87.3 (float32) / 708 (float64) below "
-                                       "the row max, at weight 0 instead of NaN")
 @pytest.mark.parametrize("dtype,gap", [(F32, 100.0), (F64, 800.0), (F32, np.inf)],
                          ids=["float32", "float64", "minus-inf-score"])
 @pytest.mark.parametrize("L", [1, 20], ids=["decode", "flash"])
@@ -76,8 +71,6 @@ def test_nan_score_below_flush_gap_is_all_nan():
 
 # ---- attention: huge values, long contexts ------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="being fixed: sdpa builds the weighted sum of values "
-                                       "before dividing by the row sum (overflows to inf)")
 @pytest.mark.parametrize("L", [1, 20], ids=["decode", "flash"])
 def test_sdpa_huge_values_overflow_before_normalising(L):
     """Issue 9: v = 8.5e37 with zero q and k; exact (and torch): 8.5e37."""
@@ -87,8 +80,6 @@ def test_sdpa_huge_values_overflow_before_normalising(L):
     np.testing.assert_allclose(out, 8.5e37, rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="being fixed: the flash path accumulates the softmax "
-                                       "row sum key by key in float32 (long-S accuracy)")
 def test_long_context_float32_accuracy_flash_random():
     """Issue 9: S = 2^18 keys, near-uniform weights, L = 9 (flash path):
     relative error must stay at float32 rounding level (<= 1e-5); it is ~5e-4."""
@@ -106,8 +97,6 @@ def test_long_context_float32_accuracy_flash_random():
     assert rel <= 1e-5, f"relative error {rel:.3g}"
 
 
-@pytest.mark.xfail(strict=True, reason="being fixed: a float32 sum of ones stops growing at "
-                                       "2^24 (long-S accuracy)")
 def test_long_context_constant_keys_stride0():
     """Issue 9: constant keys 0.5 and values 3.0 as stride-0 views,
     S = 2^25 + 5, L = 40: every output is 3.0 (got 6.0)."""
@@ -120,9 +109,6 @@ def test_long_context_constant_keys_stride0():
 
 # ---- attention: float64 masks with float32 inputs -----------------------------------
 
-@pytest.mark.xfail(strict=True, reason="bug: a float64 attn_mask is rounded to float32 for "
-                                       "float32 inputs, so finite values beyond the float32 range "
-                                       "become -inf (key dropped) or +inf (row NaN)")
 @pytest.mark.parametrize("bias,expected", [(-1e300, [1.0, 0.0]), (1e300, [1.0, 0.0])],
                          ids=["-1e300", "+1e300"])
 def test_float64_mask_beyond_float32_range_with_float32_inputs(bias, expected):
@@ -200,9 +186,6 @@ def test_unaligned_inputs_give_correct_results(op):
         np.testing.assert_allclose(got(), ref(), rtol=1e-5 if dtype == F32 else 1e-12, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="being fixed: unaligned arrays reach the C kernels "
-                                       "(undefined behaviour; np.ascontiguousarray keeps them "
-                                       "unaligned)")
 @pytest.mark.parametrize("op", UNALIGNED_OPS)
 def test_unaligned_inputs_never_reach_the_kernels(op, c_sees):
     """Issue 9 (UB on unaligned inputs), observed without a sanitizer: every
@@ -215,8 +198,6 @@ def test_unaligned_inputs_never_reach_the_kernels(op, c_sees):
 
 # ---- KVCache --------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="being fixed: KVCache.append accepts complex / int / "
-                                       "object (and any castable) arrays")
 @pytest.mark.parametrize("dtype", ["complex64", "int64", "int8", "object", "bool", "float16",
                                    "<U3"])
 def test_kvcache_append_rejects_non_float_dtypes(dtype):
@@ -233,17 +214,12 @@ def test_kvcache_append_rejects_non_float_dtypes(dtype):
         assert cache.length == 0
 
 
-@pytest.mark.xfail(strict=True, reason="being fixed: KVCache(value_dim=-1 / 2.5) raises "
-                                       "NumPy's message, which does not name value_dim")
 @pytest.mark.parametrize("value_dim", [-1, 2.5, "a"])
 def test_kvcache_bad_value_dim_message(value_dim):
     with pytest.raises((TypeError, ValueError), match="value_dim"):
         cattn.KVCache(1, 1, 4, 4, value_dim=value_dim)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: KVCache sizes >= 2^63 or bool raise NumPy's "
-                                       "message ('Maximum allowed dimension exceeded', "
-                                       "'an integer is required'), which does not name the size")
 @pytest.mark.parametrize("arg,value", [("max_len", 2**63), ("head_dim", 10**20),
                                        ("max_len", True)], ids=["max_len=2^63", "head_dim=1e20",
                                                                 "max_len=True"])
@@ -265,8 +241,6 @@ def test_kvcache_overflow_leaves_cache_unchanged():
 
 # ---- scalar arguments -----------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="being fixed: set_num_threads(1 << 40) is accepted; the "
-                                       "next call raises OverflowError")
 @pytest.mark.parametrize("n", [1 << 40, 2**63], ids=["2^40", "2^63"])
 @pytest.mark.parametrize("how", ["set_num_threads", "num_threads"])
 def test_huge_thread_count_is_rejected_or_clamped(n, how):
@@ -290,8 +264,6 @@ def test_huge_thread_count_is_rejected_or_clamped(n, how):
         cattn._threads._global = saved
 
 
-@pytest.mark.xfail(strict=True, reason="being fixed: a huge Python int for eps / scale raises "
-                                       "a raw OverflowError")
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm", "sdpa", "attention_weights"])
 def test_huge_int_eps_or_scale_raises_value_error(op):
     x = np.ones((2, 3), F32)
@@ -304,8 +276,6 @@ def test_huge_int_eps_or_scale_raises_value_error(op):
         call()
 
 
-@pytest.mark.xfail(strict=True, reason="being fixed: scale='a' gives float()'s ValueError, "
-                                       "which does not name scale")
 @pytest.mark.parametrize("scale", ["a", [1.0], 1j], ids=["str", "list", "complex"])
 @pytest.mark.parametrize("op", ["sdpa", "attention_weights"])
 def test_bad_scale_message_names_scale(op, scale):
@@ -317,9 +287,6 @@ def test_bad_scale_message_names_scale(op, scale):
             cattn.attention_weights(x, x, scale=scale)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: an array passed for approximate / causal_alignment "
-                                       "/ dropout_p raises NumPy's 'truth value of an array is "
-                                       "ambiguous', which does not name the argument")
 @pytest.mark.parametrize("arg", ["approximate", "causal_alignment", "dropout_p"])
 def test_array_for_string_or_float_argument_message(arg):
     """Found by test_scalar_arguments_work_or_raise_clear_errors."""
