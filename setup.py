@@ -141,7 +141,23 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             ext.extra_compile_args = cflags + list(ext.extra_compile_args or [])
             ext.extra_link_args = ldflags + list(ext.extra_link_args or [])
+        # pip builds in the source tree and build_ext skips an extension whose
+        # sources are older than the last build: a sanitizer (or no-OpenMP)
+        # build after a normal one would silently keep the old module. Rebuild
+        # whenever the flags differ from the last build's.
+        flags = repr((cflags, ldflags, self.avx2_flags))
+        stamp = os.path.join(self.build_temp, "cattn-build-flags.txt")
+        try:
+            with open(stamp) as f:
+                same = f.read() == flags
+        except OSError:
+            same = False
+        if not same:
+            self.force = True
         super().build_extensions()
+        os.makedirs(self.build_temp, exist_ok=True)
+        with open(stamp, "w") as f:
+            f.write(flags)
 
     def build_extension(self, ext):
         special = [s for s in ext.sources if s.endswith("_avx2.c")]
