@@ -27,8 +27,6 @@ cdef extern from "cattn.h" nogil:
         double scale
         int causal
         int64_t shift
-        int64_t nblk
-        unsigned char *vbad
     int cattn_attention_f32(cattn_attn_args *args, int n_threads)
     int cattn_attention_f64(cattn_attn_args *args, int n_threads)
 
@@ -76,8 +74,6 @@ def attention(cnp.ndarray O, const int64_t[::1] offo, int64_t rso,
     a.scale = scale
     a.causal = causal
     a.shift = shift
-    a.nblk = 0
-    a.vbad = NULL
     if Q.dtype.num == cnp.NPY_FLOAT32:
         with nogil:
             st = cattn_attention_f32(&a, n_threads)

@@ -47,8 +47,8 @@ def _batch_offsets(batch, shape_b, strides_b):
     return off
 
 
-def _gemm_nd(A, B, C, bias=None, act=0, alpha=1.0):
-    """C[..., M, N] = alpha * A[..., M, K] @ B[..., K, N] (+ bias[N], act).
+def _gemm_nd(A, B, C, bias=None, act=0):
+    """C[..., M, N] = A[..., M, K] @ B[..., K, N] (+ bias[N], act).
     A and B batch dims broadcast to C's; all three readable (see _validate)."""
     M, N = C.shape[-2:]
     K = A.shape[-1]
@@ -65,17 +65,17 @@ def _gemm_nd(A, B, C, bias=None, act=0, alpha=1.0):
         rc = collapse(C.shape[:-1], sc[:-1])
         if ra is not None and rc is not None:
             _ext.gemm(C, rc, sc[-1], A, ra, sa[-1], B, sb[-2], sb[-1],
-                      nb * M, N, K, alpha, 0.0, bias, act, nt)
+                      nb * M, N, K, bias, act, nt)
             return C
     if nb == 1:
         _ext.gemm(C, sc[-2], sc[-1], A, sa[-2], sa[-1], B, sb[-2], sb[-1],
-                  M, N, K, alpha, 0.0, bias, act, nt)
+                  M, N, K, bias, act, nt)
         return C
     offa = _batch_offsets(batch, A.shape[:-2], sa[:-2])
     offb = _batch_offsets(batch, B.shape[:-2], sb[:-2])
     offc = _batch_offsets(batch, C.shape[:-2], sc[:-2])
     _ext.gemm_batched(C, offc, sc[-2], sc[-1], A, offa, sa[-2], sa[-1],
-                      B, offb, sb[-2], sb[-1], M, N, K, alpha, 0.0, bias, act, nt)
+                      B, offb, sb[-2], sb[-1], M, N, K, bias, act, nt)
     return C
 
 
@@ -94,7 +94,7 @@ def matmul(a, b, *, out=None):
         (M, K), N = a.shape, b.shape[1]
         c = np.empty((M, N), dtype=a.dtype)
         if c.size:
-            _ext.gemm(c, N, 1, a, K, 1, b, N, 1, M, N, K, 1.0, 0.0, None, 0, get_num_threads())
+            _ext.gemm(c, N, 1, a, K, 1, b, N, 1, M, N, K, None, 0, get_num_threads())
         return c
     a = as_float_array(a, "a", "matmul")
     b = as_float_array(b, "b", "matmul")
@@ -153,7 +153,7 @@ def linear(x, weight, bias=None, *, activation=None, out=None):
         sw0, sw1 = (st // weight.itemsize for st in weight.strides)
         y = np.empty(x.shape[:-1] + (N,), dtype=x.dtype)
         if y.size:
-            _ext.gemm(y, N, 1, x, K, 1, weight, sw1, sw0, y.size // N, N, K, 1.0, 0.0,
+            _ext.gemm(y, N, 1, x, K, 1, weight, sw1, sw0, y.size // N, N, K,
                       bias, act, get_num_threads())
         return y
     x = as_float_array(x, "x", op)

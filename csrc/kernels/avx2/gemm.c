@@ -1,108 +1,26 @@
-/* gemm_avx2.c — AVX2/FMA micro-kernels. This file alone is compiled with
- * -mavx2 -mfma; it runs only after cpu.c has seen both features.
- *
- * float32 6x16: c[6,16] = alpha * a·b + beta * c
- *   per k step: 2 loads of b (16 floats), 6 broadcasts of a, 12 FMAs into
- *   12 ymm accumulators (rows i, column halves 0/1).
- * float64 6x8: the same shape in doubles (4 per ymm).
- * a: (k, 6) packed; b: (k, 16|8) packed and 64-byte aligned; c row stride ldc.
- * Also cattn_dotn_*: n dot products of one vector against matrix rows.
+/* kernels/avx2/gemm.c — AVX2/FMA kernels of the GEMM family: the exported
+ * micro-kernel (ukr.h), multi-row dots, the small-M GEMM and the
+ * transposing pack. Compiled with -mavx2 -mfma only; used only after cpu.c
+ * has seen both features.
  */
-#include "kernels.h"
+#include "../../dispatch.h"
 
 #ifdef CATTN_X86
-#include <immintrin.h>
-#include "simd_avx2.h"
+#include "ukr.h"
+#include "simd.h"
 
-#define ROW_STORE_PS(ci, lo, hi)                                                 \
-    do {                                                                         \
-        __m256 l = _mm256_mul_ps(va, lo), h = _mm256_mul_ps(va, hi);             \
-        if (beta != 0.0f) {                                                      \
-            l = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci), l);                     \
-            h = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8), h);                 \
-        }                                                                        \
-        _mm256_storeu_ps(ci, l); _mm256_storeu_ps(ci + 8, h);                    \
-    } while (0)
-
-void cattn_ukr_avx2_f32(int64_t k, const float *CATTN_RESTRICT a,
-                        const float *CATTN_RESTRICT b, float *CATTN_RESTRICT c,
-                        int64_t ldc, float alpha, float beta)
+void cattn_ukr_avx2_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
+                        const float *b, int64_t ldb, float *c, int64_t ldc, int acc)
 {
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00,
-           c20 = c00, c21 = c00, c30 = c00, c31 = c00,
-           c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (int r = 0; r < 6; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
-#pragma GCC unroll 4
-    for (int64_t p = 0; p < k; p++) {
-        const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-        __m256 ai;
-        ai = _mm256_broadcast_ss(a + 0);
-        c00 = _mm256_fmadd_ps(ai, b0, c00); c01 = _mm256_fmadd_ps(ai, b1, c01);
-        ai = _mm256_broadcast_ss(a + 1);
-        c10 = _mm256_fmadd_ps(ai, b0, c10); c11 = _mm256_fmadd_ps(ai, b1, c11);
-        ai = _mm256_broadcast_ss(a + 2);
-        c20 = _mm256_fmadd_ps(ai, b0, c20); c21 = _mm256_fmadd_ps(ai, b1, c21);
-        ai = _mm256_broadcast_ss(a + 3);
-        c30 = _mm256_fmadd_ps(ai, b0, c30); c31 = _mm256_fmadd_ps(ai, b1, c31);
-        ai = _mm256_broadcast_ss(a + 4);
-        c40 = _mm256_fmadd_ps(ai, b0, c40); c41 = _mm256_fmadd_ps(ai, b1, c41);
-        ai = _mm256_broadcast_ss(a + 5);
-        c50 = _mm256_fmadd_ps(ai, b0, c50); c51 = _mm256_fmadd_ps(ai, b1, c51);
-        a += 6; b += 16;
-    }
-    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-    ROW_STORE_PS(c + 0 * ldc, c00, c01);
-    ROW_STORE_PS(c + 1 * ldc, c10, c11);
-    ROW_STORE_PS(c + 2 * ldc, c20, c21);
-    ROW_STORE_PS(c + 3 * ldc, c30, c31);
-    ROW_STORE_PS(c + 4 * ldc, c40, c41);
-    ROW_STORE_PS(c + 5 * ldc, c50, c51);
+    ukr_avx2_f32_inl(k, a, lak, lai, b, ldb, c, ldc, acc);
 }
 
-#define ROW_STORE_PD(ci, lo, hi)                                                 \
-    do {                                                                         \
-        __m256d l = _mm256_mul_pd(va, lo), h = _mm256_mul_pd(va, hi);            \
-        if (beta != 0.0) {                                                       \
-            l = _mm256_fmadd_pd(vb, _mm256_loadu_pd(ci), l);                     \
-            h = _mm256_fmadd_pd(vb, _mm256_loadu_pd(ci + 4), h);                 \
-        }                                                                        \
-        _mm256_storeu_pd(ci, l); _mm256_storeu_pd(ci + 4, h);                    \
-    } while (0)
-
-void cattn_ukr_avx2_f64(int64_t k, const double *CATTN_RESTRICT a,
-                        const double *CATTN_RESTRICT b, double *CATTN_RESTRICT c,
-                        int64_t ldc, double alpha, double beta)
+void cattn_ukr_avx2_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
+                        const double *b, int64_t ldb, double *c, int64_t ldc, int acc)
 {
-    __m256d c00 = _mm256_setzero_pd(), c01 = c00, c10 = c00, c11 = c00,
-            c20 = c00, c21 = c00, c30 = c00, c31 = c00,
-            c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (int r = 0; r < 6; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
-#pragma GCC unroll 4
-    for (int64_t p = 0; p < k; p++) {
-        const __m256d b0 = _mm256_load_pd(b), b1 = _mm256_load_pd(b + 4);
-        __m256d ai;
-        ai = _mm256_broadcast_sd(a + 0);
-        c00 = _mm256_fmadd_pd(ai, b0, c00); c01 = _mm256_fmadd_pd(ai, b1, c01);
-        ai = _mm256_broadcast_sd(a + 1);
-        c10 = _mm256_fmadd_pd(ai, b0, c10); c11 = _mm256_fmadd_pd(ai, b1, c11);
-        ai = _mm256_broadcast_sd(a + 2);
-        c20 = _mm256_fmadd_pd(ai, b0, c20); c21 = _mm256_fmadd_pd(ai, b1, c21);
-        ai = _mm256_broadcast_sd(a + 3);
-        c30 = _mm256_fmadd_pd(ai, b0, c30); c31 = _mm256_fmadd_pd(ai, b1, c31);
-        ai = _mm256_broadcast_sd(a + 4);
-        c40 = _mm256_fmadd_pd(ai, b0, c40); c41 = _mm256_fmadd_pd(ai, b1, c41);
-        ai = _mm256_broadcast_sd(a + 5);
-        c50 = _mm256_fmadd_pd(ai, b0, c50); c51 = _mm256_fmadd_pd(ai, b1, c51);
-        a += 6; b += 8;
-    }
-    const __m256d va = _mm256_set1_pd(alpha), vb = _mm256_set1_pd(beta);
-    ROW_STORE_PD(c + 0 * ldc, c00, c01);
-    ROW_STORE_PD(c + 1 * ldc, c10, c11);
-    ROW_STORE_PD(c + 2 * ldc, c20, c21);
-    ROW_STORE_PD(c + 3 * ldc, c30, c31);
-    ROW_STORE_PD(c + 4 * ldc, c40, c41);
-    ROW_STORE_PD(c + 5 * ldc, c50, c51);
+    ukr_avx2_f64_inl(k, a, lak, lai, b, ldb, c, ldc, acc);
 }
+
 /* Multi-row dot products (GEMV with a transposed matrix; attention decode):
  *   out[s] = q[0:E] · K[s*rsk : s*rsk+E]   for s < n
  * q: (E,) contiguous; K: (n, E) rows contiguous, row stride rsk. */
@@ -297,5 +215,4 @@ void cattn_pack_t16_avx2_f32(float *qp, const float *Q, int64_t rsq, int64_t br,
         }
     }
 }
-
 #endif

@@ -1,8 +1,9 @@
-/* rows_avx2.c — AVX2/FMA row kernels: softmax / log-softmax rows and
- * column blocks, layer norm and RMS norm rows (float32 and float64).
+/* kernels/avx2/rows.c — AVX2/FMA row kernels: softmax / log-softmax rows
+ * and column blocks, layer norm and RMS norm rows (float32 and float64).
  * Compiled with -mavx2 -mfma only; cpu.c selects these at run time.
- * Not here: the threaded drivers and the portable kernels (softmax.c,
- * norm.c), whose comments state the numerics these kernels share.
+ * Not here: the threaded drivers (csrc/rows.c) and the portable kernels
+ * (kernels/ref/rows_tmpl.h), whose comments state the numerics these
+ * kernels share.
  *
  * x - max <= 0 (or -inf / NaN), so softmax uses the one-scaling
  * cattn_expneg256_* (bitwise equal to cattn_exp256_* there). In the masked
@@ -17,8 +18,11 @@
  */
 #include <math.h>
 #include <string.h>
+#include "../../dispatch.h"
+
+#ifdef CATTN_X86
 #include "kernels.h"
-#include "vexp_avx2.h"
+#include "vexp.h"
 
 /* ---- horizontal reductions (fixed order) ---- */
 
@@ -213,130 +217,21 @@ void cattn_softmax_row_avx2_f64(double *y, const double *x, int64_t n, int logsm
     }
 }
 
-/* ======================= softmax column blocks =======================
- * w <= COLS adjacent columns, element (i, j) at x[i*xs + j]. NV vectors of
- * VL lanes cover the block; lanes past w are masked (maskload reads 0 there,
- * maskstore leaves memory alone). Each pass walks the n rows once. */
+/* ======================= softmax column blocks ======================= */
 
-#define SMX_COLS_BODY(T, V, VL, NV, LOADM, STOREM, MAX, SUB, ADD, MUL, EXP,      \
-                      SET1, ZERO, CMPEQ, BLEND, DIV, STORE, LOAD, mask)          \
-    V m[NV], s[NV], f[NV];                                                       \
-    double sd[NV * VL];            /* column sums: blocks of 64 rows in T, then double */ \
-    for (int k = 0; k < NV * VL; k++) sd[k] = 0;                                 \
-    for (int v = 0; v < NV; v++) m[v] = SET1((T)-INFINITY);                      \
-    for (int64_t i = 0; i < n; i++)                                              \
-        for (int v = 0; v < NV; v++)                                             \
-            m[v] = MAX(LOADM(x + i * xs + v * VL, mask[v]), m[v]);               \
-    for (int v = 0; v < NV; v++)                                                 \
-        m[v] = BLEND(m[v], ZERO(), CMPEQ(m[v], SET1((T)-INFINITY)));             \
-    for (int64_t i0 = 0; i0 < n; i0 += 64) {                                     \
-        const int64_t i1 = i0 + 64 < n ? i0 + 64 : n;                            \
-        for (int v = 0; v < NV; v++) s[v] = ZERO();                              \
-        for (int64_t i = i0; i < i1; i++)                                        \
-            for (int v = 0; v < NV; v++) {                                       \
-                V e = EXP(SUB(LOADM(x + i * xs + v * VL, mask[v]), m[v]));       \
-                if (!logsm) STOREM(y + i * ys + v * VL, mask[v], e);             \
-                s[v] = ADD(s[v], e);                                             \
-            }                                                                    \
-        for (int v = 0; v < NV; v++) {                                           \
-            T t[VL] __attribute__((aligned(32)));                                \
-            STORE(t, s[v]);                                                      \
-            for (int k = 0; k < VL; k++) sd[v * VL + k] += (double)t[k];         \
-        }                                                                        \
-    }                                                                            \
-    for (int v = 0; v < NV; v++) {         /* 1/s or log(s); a zero sum gives 0 */ \
-        T t[VL] __attribute__((aligned(32)));                                    \
-        for (int k = 0; k < VL; k++) {                                           \
-            const double sk = sd[v * VL + k];                                    \
-            t[k] = sk == 0 ? (T)0 : (T)(logsm ? log(sk) : 1.0 / sk);             \
-        }                                                                        \
-        f[v] = LOAD(t);                                                          \
-    }                                                                            \
-    for (int64_t i = 0; i < n; i++)                                              \
-        for (int v = 0; v < NV; v++) {                                           \
-            if (logsm)                                                           \
-                STOREM(y + i * ys + v * VL, mask[v],                             \
-                       SUB(SUB(LOADM(x + i * xs + v * VL, mask[v]), m[v]), f[v])); \
-            else                                                                 \
-                STOREM(y + i * ys + v * VL, mask[v],                             \
-                       MUL(LOADM(y + i * ys + v * VL, mask[v]), f[v]));          \
-        }
+#define T float
+#define V __m256
+#define VL 8
+#define VS ps
+#define SFX f32
+#include "softmax_cols_tmpl.h"
 
-static inline __m256 smx_blend_ps(__m256 a, __m256 b, __m256 m) { return _mm256_blendv_ps(a, b, m); }
-static inline __m256 smx_cmpeq_ps(__m256 a, __m256 b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
-static inline __m256d smx_blend_pd(__m256d a, __m256d b, __m256d m) { return _mm256_blendv_pd(a, b, m); }
-static inline __m256d smx_cmpeq_pd(__m256d a, __m256d b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
-/* full-width "masked" access: plain loads and stores */
-#define SMX_LOADU_PS(p, mk) _mm256_loadu_ps(p)
-#define SMX_STOREU_PS(p, mk, v) _mm256_storeu_ps((p), (v))
-#define SMX_LOADU_PD(p, mk) _mm256_loadu_pd(p)
-#define SMX_STOREU_PD(p, mk, v) _mm256_storeu_pd((p), (v))
-
-static void smx_cols_full_f32(float *y, int64_t ys, const float *x, int64_t xs,
-                              int64_t n, int logsm)
-{
-    const int mask[4] = {0, 0, 0, 0};                           /* unused */
-    SMX_COLS_BODY(float, __m256, 8, 4, SMX_LOADU_PS, SMX_STOREU_PS, _mm256_max_ps,
-                  _mm256_sub_ps, _mm256_add_ps, _mm256_mul_ps, cattn_expneg256_ps,
-                  _mm256_set1_ps, _mm256_setzero_ps, smx_cmpeq_ps, smx_blend_ps,
-                  _mm256_div_ps, _mm256_store_ps, _mm256_load_ps, mask)
-    (void)mask;
-}
-
-static void smx_cols_edge_f32(float *y, int64_t ys, const float *x, int64_t xs,
-                              int64_t n, int64_t w, int logsm)
-{
-    __m256i mask[4];
-    for (int v = 0; v < 4; v++) {
-        int32_t lanes[8];
-        for (int k = 0; k < 8; k++) lanes[k] = v * 8 + k < w ? -1 : 0;
-        mask[v] = _mm256_loadu_si256((const __m256i *)lanes);
-    }
-    SMX_COLS_BODY(float, __m256, 8, 4, _mm256_maskload_ps, _mm256_maskstore_ps,
-                  _mm256_max_ps, _mm256_sub_ps, _mm256_add_ps, _mm256_mul_ps,
-                  cattn_expneg256_ps, _mm256_set1_ps, _mm256_setzero_ps, smx_cmpeq_ps,
-                  smx_blend_ps, _mm256_div_ps, _mm256_store_ps, _mm256_load_ps, mask)
-}
-
-void cattn_softmax_cols_avx2_f32(float *y, int64_t ys, const float *x, int64_t xs,
-                                 int64_t n, int64_t w, int logsm)
-{
-    if (w == CATTN_SMX_COLS_F32) smx_cols_full_f32(y, ys, x, xs, n, logsm);
-    else smx_cols_edge_f32(y, ys, x, xs, n, w, logsm);
-}
-
-static void smx_cols_full_f64(double *y, int64_t ys, const double *x, int64_t xs,
-                              int64_t n, int logsm)
-{
-    const int mask[4] = {0, 0, 0, 0};
-    SMX_COLS_BODY(double, __m256d, 4, 4, SMX_LOADU_PD, SMX_STOREU_PD, _mm256_max_pd,
-                  _mm256_sub_pd, _mm256_add_pd, _mm256_mul_pd, cattn_expneg256_pd,
-                  _mm256_set1_pd, _mm256_setzero_pd, smx_cmpeq_pd, smx_blend_pd,
-                  _mm256_div_pd, _mm256_store_pd, _mm256_load_pd, mask)
-    (void)mask;
-}
-
-static void smx_cols_edge_f64(double *y, int64_t ys, const double *x, int64_t xs,
-                              int64_t n, int64_t w, int logsm)
-{
-    __m256i mask[4];
-    for (int v = 0; v < 4; v++) {
-        int64_t lanes[4];
-        for (int k = 0; k < 4; k++) lanes[k] = v * 4 + k < w ? -1 : 0;
-        mask[v] = _mm256_loadu_si256((const __m256i *)lanes);
-    }
-    SMX_COLS_BODY(double, __m256d, 4, 4, _mm256_maskload_pd, _mm256_maskstore_pd,
-                  _mm256_max_pd, _mm256_sub_pd, _mm256_add_pd, _mm256_mul_pd,
-                  cattn_expneg256_pd, _mm256_set1_pd, _mm256_setzero_pd, smx_cmpeq_pd,
-                  smx_blend_pd, _mm256_div_pd, _mm256_store_pd, _mm256_load_pd, mask)
-}
-
-void cattn_softmax_cols_avx2_f64(double *y, int64_t ys, const double *x, int64_t xs,
-                                 int64_t n, int64_t w, int logsm)
-{
-    if (w == CATTN_SMX_COLS_F64) smx_cols_full_f64(y, ys, x, xs, n, logsm);
-    else smx_cols_edge_f64(y, ys, x, xs, n, w, logsm);
-}
+#define T double
+#define V __m256d
+#define VL 4
+#define VS pd
+#define SFX f64
+#include "softmax_cols_tmpl.h"
 
 /* ======================= layer norm / RMS norm rows ======================= */
 
@@ -575,3 +470,4 @@ void cattn_rms_norm_row_avx2_f64(double *y, const double *x, const double *w, in
     }
     for (; i < n; i++) y[i] = w ? (x[i] * r) * w[i] : x[i] * r;
 }
+#endif

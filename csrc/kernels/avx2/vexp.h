@@ -1,5 +1,5 @@
-/* vexp_avx2.h — vector exp for AVX2/FMA. Include only from *_avx2.c files
- * (compiled with -mavx2 -mfma).
+/* kernels/avx2/vexp.h — vector exp for AVX2/FMA. Include only from this
+ * folder (compiled with -mavx2 -mfma).
  *
  * exp(x) = 2^n * exp(r), n = round(x / ln2) by adding a magic constant
  * (1.5 * 2^23 or 2^52, plus the exponent bias) so that n lands in the low
@@ -23,7 +23,7 @@
 #define CATTN_VEXP_AVX2_H
 
 #include <immintrin.h>
-#include "vexp.h"
+#include "../ref/vexp.h"
 
 static inline __m256 cattn_pow2i_ps(__m256i n)   /* 2^n for |n| <= 127 */
 {
@@ -78,14 +78,6 @@ static inline __m256 cattn_expneg256_ps(__m256 x)
     const __m256 p = cattn_exp_core_ps(_mm256_max_ps(lo, x), &t);
     const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
     return _mm256_and_ps(y, _mm256_cmp_ps(x, lo, _CMP_NLT_UQ));
-}
-
-static inline __m256d cattn_pow2_pd(__m256d n)   /* 2^n for integral |n| <= 1023 */
-{
-    const __m256d magic = _mm256_set1_pd(6755399441055744.0);   /* 1.5 * 2^52 */
-    __m256i k = _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(n, magic)),
-                                 _mm256_castpd_si256(magic));
-    return _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(k, _mm256_set1_epi64x(1023)), 52));
 }
 
 /* double: as cattn_exp_core_ps, t = n + 1023 + 1.5 * 2^52; exp(r) by its

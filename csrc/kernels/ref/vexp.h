@@ -1,12 +1,12 @@
-/* vexp.h — the portable exp used by every kernel that needs one.
+/* kernels/ref/vexp.h — the portable exp used by every kernel that needs one.
  *
- * Semantics shared with the AVX2 version (vexp_avx2.h):
+ * Semantics shared with the AVX2 version (kernels/avx2/vexp.h):
  *   exp(-inf) = 0 and exp(x) = 0 exactly below the underflow point
  *   (x < CATTN_EXP_LO: the smallest x whose exp is a normal number, i.e.
  *   ln FLT_MIN = -87.33654 / ln DBL_MIN = -708.39642 rounded up): the result
  *   is never a denormal; +inf above the overflow point; NaN stays NaN.
  * Accuracy: this portable path is libm's expf / exp (glibc: < 1 ulp).
- * The AVX2 path's measured errors are documented in vexp_avx2.h.
+ * The AVX2 path's measured errors are documented in kernels/avx2/vexp.h.
  */
 #ifndef CATTN_VEXP_H
 #define CATTN_VEXP_H

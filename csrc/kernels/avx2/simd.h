@@ -1,5 +1,5 @@
-/* simd_avx2.h — small AVX2 helpers shared by the *_avx2.c files (include
- * only from files compiled with -mavx2 -mfma): horizontal sums.
+/* kernels/avx2/simd.h — small AVX2 helpers shared by the files of this
+ * folder (compiled with -mavx2 -mfma): horizontal sums.
  * Each reduces lanes in a fixed order, so results never depend on threads. */
 #ifndef CATTN_SIMD_AVX2_H
 #define CATTN_SIMD_AVX2_H

@@ -1,7 +1,8 @@
-/* attention_tmpl.h — fused multi-head attention, written once; included by
- * attention.c (portable C) and attention_avx2.c (AVX2/FMA) for float and
- * double. The includer defines:
- *   T, SFX, MR, NR, BR, BC     types and tile sizes
+/* kernels/attention_tiles_tmpl.h — the fused attention's tile kernels,
+ * written once; included by kernels/<isa>/attention.c for float and double.
+ * The threads, scratch and task order are the driver's (csrc/attention.c);
+ * this file computes one task at a time. The includer defines:
+ *   PATH, T, SFX, MR, NR, BR, BC     ISA name, type and tile sizes
  *   ukr(k, a, lak, lai, b, ldb, c, ldc, acc)
  *       c[MR,NR] (=|+=) sum_p a[p*lak + i*lai] * b[p*ldb + j]
  *   expsub(x, m, l, n)   x[i] = exp(x[i] - m[i]); l[i] += x[i]   (n % NR == 0)
@@ -24,6 +25,8 @@
  */
 #include <float.h>
 #include <math.h>
+
+#include "../dispatch.h"
 
 #define CAT3_(a, b, c) a##_##b##_##c
 #define CAT3(a, b, c) CAT3_(a, b, c)
@@ -83,6 +86,24 @@ static void FN(attn_mask_tile)(const cattn_attn_args *g, T *St, int64_t ldp, con
     }
 }
 
+/* One flash task's view of its scratch and operands. Every buffer keeps
+ * one meaning for the whole task:
+ *   qp (BR x E)     Q^T * scale in NR-wide panels (the B operand of scores)
+ *   St (BC x ldp)   scores S^T of one key block, then P^T = exp(S - m)^T
+ *   Ot (brm x evp)  this block's P V (the micro-kernel's output)
+ *   m, ts, corr, mu (ldp each)  running max, block sum, exp(m_old - m),
+ *                   exp base (m, or 0 for a row with no finite score yet)
+ *   ktail, vtail    zero-padded K rows / V columns at block edges
+ *   ld, Oa (double) running row sum l and normalized output (BR x Ev) */
+typedef struct {
+    const cattn_attn_args *g;
+    int64_t u, uq, i0, br, brp, brm, ldp, evp, s_end;
+    const T *K, *V;
+    const void *mask;
+    T *qp, *St, *Ot, *m, *ts, *corr, *mu, *ktail, *vtail;
+    double *ld, *Oa;
+} FN(attn_task);
+
 /* Scratch for one flash task, in elements of T (the double accumulators
  * ld and Oa take sizeof(double) / sizeof(T) elements each). */
 static size_t FN(attn_task_scratch)(const cattn_attn_args *g)
@@ -90,14 +111,52 @@ static size_t FN(attn_task_scratch)(const cattn_attn_args *g)
     const int64_t ldp = cattn_round_up(cattn_round_up(BR, MR), NR);
     const int64_t evp = cattn_round_up(g->Ev, NR);
     const size_t dbl = sizeof(double) / sizeof(T);
-    return (size_t)(BR * g->E)                          /* Q^T panels */
-         + (size_t)(cattn_round_up(BC, MR) * ldp)       /* St / Pt */
-         + (size_t)(ldp * evp)                          /* Ot: this block's P V */
+    return (size_t)(BR * g->E)                          /* qp */
+         + (size_t)(cattn_round_up(BC, MR) * ldp)       /* St */
+         + (size_t)(ldp * evp)                          /* Ot */
          + (size_t)(4 * ldp)                            /* m, ts, corr, mu */
-         + (size_t)(MR * g->E)                          /* K tail rows */
-         + (size_t)(BC * NR)                            /* V tail panel */
-         + dbl * (size_t)(ldp + BR * g->Ev)             /* ld, Oa (double) */
+         + (size_t)(MR * g->E)                          /* ktail */
+         + (size_t)(BC * NR)                            /* vtail */
+         + dbl * (size_t)(ldp + BR * g->Ev)             /* ld, Oa */
          + 8 * 16;                                      /* alignment slack */
+}
+
+/* carve `work` (attn_task_scratch elements) and pack Q^T for rows
+ * [qb*BR, +br) of query head uq; m = -inf, l = 0 */
+static FN(attn_task) FN(attn_task_init)(const cattn_attn_args *g, int64_t uq, int64_t qb, T *work)
+{
+    FN(attn_task) t;
+    t.g = g;
+    t.uq = uq;
+    t.u = uq / g->group;
+    t.i0 = qb * BR;
+    t.br = cattn_min64(BR, g->L - t.i0);
+    t.brp = cattn_round_up(t.br, NR);
+    t.brm = cattn_round_up(t.br, MR);
+    t.ldp = cattn_round_up(cattn_round_up(BR, MR), NR);
+    t.evp = cattn_round_up(g->Ev, NR);
+    t.s_end = g->S;
+    if (g->causal) t.s_end = cattn_max64(0, cattn_min64(g->S, t.i0 + t.br + g->shift));
+    t.K = (const T *)g->K + g->offk[t.u];
+    t.V = (const T *)g->V + g->offv[t.u];
+    t.mask = NULL;
+    if (g->mkind == 1) t.mask = (const uint8_t *)g->mask + g->offm[uq];
+    else if (g->mkind == 2) t.mask = (const T *)g->mask + g->offm[uq];
+    t.qp = work;
+    t.St = t.qp + cattn_round_up(BR * g->E, 16);
+    t.Ot = t.St + cattn_round_up(cattn_round_up(BC, MR) * t.ldp, 16);
+    t.m = t.Ot + cattn_round_up(t.ldp * t.evp, 16);
+    t.ts = t.m + t.ldp;
+    t.corr = t.ts + t.ldp;
+    t.mu = t.corr + t.ldp;
+    t.ktail = t.mu + t.ldp;
+    t.vtail = t.ktail + cattn_round_up(MR * g->E, 16);
+    t.ld = (double *)(t.vtail + cattn_round_up(BC * NR, 16));
+    t.Oa = t.ld + cattn_round_up(t.ldp, 8);
+    pack_qt(t.qp, (const T *)g->Q + g->offq[uq] + t.i0 * g->rsq, g->rsq, t.br, t.brp, g->E,
+            (T)g->scale);
+    for (int64_t i = 0; i < t.ldp; i++) { t.m[i] = -(T)INFINITY; t.ld[i] = 0; }
+    return t;
 }
 
 /* St[s][i] = K[s0+s] · Q[i] * scale for s < bc, i < brp (qp holds Q^T * scale) */
@@ -183,107 +242,99 @@ static void FN(attn_pv)(const cattn_attn_args *g, T *Ot, int64_t evp, const T *S
     }
 }
 
-/* One flash task: query rows [i0, i0+br) of (unit u, head g).
- * Output mode (W == NULL): O = softmax(S) V with the output kept normalized
- * (FlashAttention's Algorithm 1, line 12), in double across blocks:
- *   l' = l * corr + ts,   Oa = (l * corr / l') Oa + (1 / l') P V
- * so the row sum and the output are never accumulated key by key in T
- * (exact to T's rounding for any S), and Oa is a convex combination of V
- * rows (no overflow whatever |V|: for blocks with huge values, flagged by
- * attn_scan_v, P is divided by ts before P V and Oa gets ts / l' instead).
- * Weights mode (attention_weights): pass 0 finds m and l, pass 1 writes
- * W = exp(s - m) / l; a row whose l is NaN (a NaN or +inf score) is NaN at
- * every position it attends to, as softmax([inf, 1]) = [nan, nan]. */
-static void FN(attn_flash_task)(const cattn_attn_args *g, int64_t uq, int64_t qb, T *work)
+/* St = masked scores of key block [s0, s0+bc) for the task's rows */
+static void FN(attn_block_scores)(const FN(attn_task) *t, int64_t s0, int64_t bc)
 {
-    const int64_t u = uq / g->group, E = g->E, Ev = g->Ev, S = g->S;
-    const int64_t i0 = qb * BR, br = cattn_min64(BR, g->L - i0);
-    const int64_t brp = cattn_round_up(br, NR), brm = cattn_round_up(br, MR);
-    const int64_t ldp = cattn_round_up(cattn_round_up(BR, MR), NR);
-    const int64_t evp = cattn_round_up(Ev, NR);
-    const T *Q = (const T *)g->Q + g->offq[uq] + i0 * g->rsq;
-    const T *K = (const T *)g->K + g->offk[u];
-    const T *V = (const T *)g->V + g->offv[u];
-    const void *mask = NULL;
-    if (g->mkind == 1) mask = (const uint8_t *)g->mask + g->offm[uq];
-    else if (g->mkind == 2) mask = (const T *)g->mask + g->offm[uq];
-    T *qp = work;
-    T *St = qp + cattn_round_up(BR * E, 16);
-    T *Ot = St + cattn_round_up(cattn_round_up(BC, MR) * ldp, 16);
-    T *m = Ot + cattn_round_up(ldp * evp, 16), *ts = m + ldp, *corr = ts + ldp, *mu = corr + ldp;
-    T *ktail = mu + ldp;
-    T *vtail = ktail + cattn_round_up(MR * E, 16);
-    double *ld = (double *)(vtail + cattn_round_up(BC * NR, 16));
-    double *Oa = ld + cattn_round_up(ldp, 8);
-    const T ninf = -(T)INFINITY;
+    FN(attn_scores)(t->g, t->St, t->ldp, t->K, t->qp, s0, bc, t->brp, t->ktail);
+    FN(attn_mask_tile)(t->g, t->St, t->ldp, t->mask, t->i0, t->br, s0, bc);
+}
 
-    int64_t s_end = S;
-    if (g->causal) s_end = cattn_max64(0, cattn_min64(S, i0 + br + g->shift));
-    pack_qt(qp, Q, g->rsq, br, brp, E, (T)g->scale);
-    for (int64_t i = 0; i < ldp; i++) { m[i] = ninf; ld[i] = 0; }
-
-    if (g->W) {
-        T *W = (T *)g->W + g->offw[uq] + i0 * g->rsw;
-        for (int64_t s0 = 0; s0 < s_end; s0 += BC) {          /* pass 0: m and l */
-            const int64_t bc = cattn_min64(BC, s_end - s0);
-            FN(attn_scores)(g, St, ldp, K, qp, s0, bc, brp, ktail);
-            FN(attn_mask_tile)(g, St, ldp, mask, i0, br, s0, bc);
-            FN(attn_online_step)(St, ldp, bc, brp, m, corr, mu, ts);
-            for (int64_t i = 0; i < br; i++) ld[i] = ld[i] * (double)corr[i] + (double)ts[i];
-        }
-        for (int64_t i = 0; i < br; i++) mu[i] = m[i] == ninf ? (T)0 : m[i];
-        for (int64_t s0 = 0; s0 < s_end; s0 += BC) {          /* pass 1: W */
-            const int64_t bc = cattn_min64(BC, s_end - s0);
-            FN(attn_scores)(g, St, ldp, K, qp, s0, bc, brp, ktail);
-            FN(attn_mask_tile)(g, St, ldp, mask, i0, br, s0, bc);
-            for (int64_t i = 0; i < br; i++)                  /* NaN rows, before exp */
-                if (ld[i] != ld[i])
-                    for (int64_t s = 0; s < bc; s++)
-                        W[i * g->rsw + s0 + s] = St[s * ldp + i] == ninf ? (T)0 : (T)NAN;
-            for (int64_t i = br; i < brp; i++) mu[i] = 0;
-            for (int64_t s = 0; s < bc; s++) expsub(St + s * ldp, mu, ts, brp);
-            for (int64_t i = 0; i < br; i++) {
-                if (ld[i] != ld[i]) continue;
-                const double inv = ld[i] > 0 ? 1.0 / ld[i] : 0.0;  /* no key: zeros */
-                for (int64_t s = 0; s < bc; s++)
-                    W[i * g->rsw + s0 + s] = (T)((double)St[s * ldp + i] * inv);
-            }
-        }
-        for (int64_t i = 0; i < br; i++)          /* keys past the causal limit */
-            for (int64_t s = s_end; s < S; s++) W[i * g->rsw + s] = 0;
-        return;
-    }
-
-    for (int64_t i = 0; i < br * Ev; i++) Oa[i] = 0;
-    for (int64_t s0 = 0; s0 < s_end; s0 += BC) {
-        const int64_t bc = cattn_min64(BC, s_end - s0);
-        const uint8_t flag = g->vbad[u * g->nblk + s0 / BC];
+/* Output rows: O = softmax(S) V with the output kept normalized
+ * (FlashAttention's Algorithm 1, line 12), in double across key blocks:
+ *   l' = l corr + ts,   Oa = (l corr / l') Oa + (1 / l') P V
+ * so neither the row sum nor the output is ever accumulated key by key in
+ * T (T's rounding level for any S), and Oa is a convex combination of V
+ * rows: no overflow whatever |V| (for a block flagged huge by attn_scan_v,
+ * P is divided by ts before P V and Oa takes ts / l' instead). */
+static void FN(attn_output_rows)(FN(attn_task) *t, const cattn_attn_run *run)
+{
+    const cattn_attn_args *g = t->g;
+    const int64_t Ev = g->Ev, ldp = t->ldp;
+    T *St = t->St;
+    for (int64_t i = 0; i < t->br * Ev; i++) t->Oa[i] = 0;
+    for (int64_t s0 = 0; s0 < t->s_end; s0 += BC) {
+        const int64_t bc = cattn_min64(BC, t->s_end - s0);
+        const uint8_t flag = run->vflags[t->u * run->nblk + s0 / BC];
         const int huge = (flag & 2) != 0;
-        FN(attn_scores)(g, St, ldp, K, qp, s0, bc, brp, ktail);
-        FN(attn_mask_tile)(g, St, ldp, mask, i0, br, s0, bc);
-        FN(attn_online_step)(St, ldp, bc, brp, m, corr, mu, ts);
+        FN(attn_block_scores)(t, s0, bc);
+        FN(attn_online_step)(St, ldp, bc, t->brp, t->m, t->corr, t->mu, t->ts);
         if (huge)                                 /* P / ts: a convex combination */
-            for (int64_t i = 0; i < brp; i++) {
-                const T r = ts[i] == (T)0 ? (T)0 : (T)1 / ts[i];
+            for (int64_t i = 0; i < t->brp; i++) {
+                const T r = t->ts[i] == (T)0 ? (T)0 : (T)1 / t->ts[i];
                 for (int64_t s = 0; s < bc; s++) St[s * ldp + i] *= r;
             }
         for (int64_t s = 0; s < bc; s++)                       /* padded PV rows */
-            for (int64_t i = brp; i < brm; i++) St[s * ldp + i] = 0;
-        FN(attn_pv)(g, Ot, evp, St, ldp, V, s0, bc, br, brm, flag & 1, vtail);
-        for (int64_t i = 0; i < br; i++) {
-            const double lo = ld[i] * (double)corr[i], ln = lo + (double)ts[i];
+            for (int64_t i = t->brp; i < t->brm; i++) St[s * ldp + i] = 0;
+        FN(attn_pv)(g, t->Ot, t->evp, St, ldp, t->V, s0, bc, t->br, t->brm, flag & 1, t->vtail);
+        for (int64_t i = 0; i < t->br; i++) {
+            const double lo = t->ld[i] * (double)t->corr[i], ln = lo + (double)t->ts[i];
             if (ln == 0) continue;                              /* nothing seen yet */
-            const double a = lo / ln, b = (huge ? (double)ts[i] : 1.0) / ln;
-            double *oa = Oa + i * Ev;
-            const T *ot = Ot + i * evp;
+            const double a = lo / ln, b = (huge ? (double)t->ts[i] : 1.0) / ln;
+            double *oa = t->Oa + i * Ev;
+            const T *ot = t->Ot + i * t->evp;
             for (int64_t j = 0; j < Ev; j++) oa[j] = a * oa[j] + b * (double)ot[j];
-            ld[i] = ln;
+            t->ld[i] = ln;
         }
     }
-    T *O = (T *)g->O + g->offo[uq] + i0 * g->rso;
-    for (int64_t i = 0; i < br; i++)          /* no key attended: 0; NaN l: NaN */
+    T *O = (T *)g->O + g->offo[t->uq] + t->i0 * g->rso;
+    for (int64_t i = 0; i < t->br; i++)       /* no key attended: 0; NaN l: NaN */
         for (int64_t j = 0; j < Ev; j++)
-            O[i * g->rso + j] = ld[i] == 0 ? (T)0 : (T)Oa[i * Ev + j];
+            O[i * g->rso + j] = t->ld[i] == 0 ? (T)0 : (T)t->Oa[i * Ev + j];
+}
+
+/* Weight rows (attention_weights): pass 0 finds m and l over every key
+ * block, pass 1 recomputes the scores and writes W = exp(s - m) / l. A row
+ * whose l is NaN (a NaN or +inf score) is NaN at every position it attends
+ * to and 0 where masked, as softmax([inf, 1]) = [nan, nan]. */
+static void FN(attn_weight_rows)(FN(attn_task) *t)
+{
+    const cattn_attn_args *g = t->g;
+    const int64_t ldp = t->ldp, br = t->br;
+    const T ninf = -(T)INFINITY;
+    T *St = t->St, *W = (T *)g->W + g->offw[t->uq] + t->i0 * g->rsw;
+    for (int64_t s0 = 0; s0 < t->s_end; s0 += BC) {              /* pass 0 */
+        const int64_t bc = cattn_min64(BC, t->s_end - s0);
+        FN(attn_block_scores)(t, s0, bc);
+        FN(attn_online_step)(St, ldp, bc, t->brp, t->m, t->corr, t->mu, t->ts);
+        for (int64_t i = 0; i < br; i++)
+            t->ld[i] = t->ld[i] * (double)t->corr[i] + (double)t->ts[i];
+    }
+    for (int64_t i = 0; i < t->brp; i++) t->mu[i] = i < br && t->m[i] != ninf ? t->m[i] : (T)0;
+    for (int64_t s0 = 0; s0 < t->s_end; s0 += BC) {              /* pass 1 */
+        const int64_t bc = cattn_min64(BC, t->s_end - s0);
+        FN(attn_block_scores)(t, s0, bc);
+        for (int64_t i = 0; i < br; i++)                  /* NaN rows, before exp */
+            if (t->ld[i] != t->ld[i])
+                for (int64_t s = 0; s < bc; s++)
+                    W[i * g->rsw + s0 + s] = St[s * ldp + i] == ninf ? (T)0 : (T)NAN;
+        for (int64_t s = 0; s < bc; s++) expsub(St + s * ldp, t->mu, t->ts, t->brp);
+        for (int64_t i = 0; i < br; i++) {
+            if (t->ld[i] != t->ld[i]) continue;
+            const double inv = t->ld[i] > 0 ? 1.0 / t->ld[i] : 0.0;   /* no key: zeros */
+            for (int64_t s = 0; s < bc; s++)
+                W[i * g->rsw + s0 + s] = (T)((double)St[s * ldp + i] * inv);
+        }
+    }
+    for (int64_t i = 0; i < br; i++)              /* keys past the causal limit */
+        for (int64_t s = t->s_end; s < g->S; s++) W[i * g->rsw + s] = 0;
+}
+
+/* One flash task: query rows [qb*BR, +BR) of query head uq */
+static void FN(attn_flash_task)(const cattn_attn_run *run, int64_t uq, int64_t qb, void *work)
+{
+    FN(attn_task) t = FN(attn_task_init)(run->a, uq, qb, (T *)work);
+    if (run->a->W) FN(attn_weight_rows)(&t);
+    else FN(attn_output_rows)(&t, run);
 }
 
 /* Decode: a unit's group*L query rows (few) over key chunk c. Partials:
@@ -293,9 +344,11 @@ static void FN(attn_flash_task)(const cattn_attn_args *g, int64_t uq, int64_t qb
  * in L1; keys with zero weight are skipped in P·V, so NaN in masked or
  * padded cache slots never leaks.
  * work: rows x (E + CHUNK) scaled queries and scores. */
-static void FN(attn_decode_task)(const cattn_attn_args *g, int64_t u, int64_t c, int64_t nch,
-                                 T *part, T *work)
+static void FN(attn_decode_task)(const cattn_attn_run *run, int64_t u, int64_t c, void *work_)
 {
+    const cattn_attn_args *g = run->a;
+    const int64_t nch = run->nch;
+    T *part = (T *)run->part, *work = (T *)work_;
     const int64_t E = g->E, Ev = g->Ev, L = g->L, rows = g->group * L;
     const int64_t s0 = c * CATTN_DECODE_CHUNK;
     const int64_t n = cattn_min64(CATTN_DECODE_CHUNK, g->S - s0);
@@ -309,10 +362,10 @@ static void FN(attn_decode_task)(const cattn_attn_args *g, int64_t u, int64_t c,
         const T *q = (const T *)g->Q + g->offq[uq] + i * g->rsq;
         for (int64_t e = 0; e < E; e++) qs[r * ldq + e] = q[e] * (T)g->scale;
     }
-    for (int64_t sb = 0; sb < n; sb += 16)                     /* scores */
+    for (int64_t sb = 0; sb < n; sb += CATTN_DECODE_KEY_BLOCK)            /* scores */
         for (int64_t r = 0; r < rows; r++)
             dot_rows(sc + r * CATTN_DECODE_CHUNK + sb, qs + r * ldq, K + sb * g->rsk, g->rsk,
-                     cattn_min64(16, n - sb), E);
+                     cattn_min64(CATTN_DECODE_KEY_BLOCK, n - sb), E);
     for (int64_t r = 0; r < rows; r++) {
         const int64_t gi = r / L, i = r % L, uq = u * g->group + gi;
         T *scr = sc + r * CATTN_DECODE_CHUNK;
@@ -348,9 +401,12 @@ static void FN(attn_decode_task)(const cattn_attn_args *g, int64_t u, int64_t c,
  * (log-sum-exp; Ohat are normalized, so O = sum_c w_c Ohat_c with
  * w_c = exp(m_c - M) l_c / sum_c' exp(m_c' - M) l_c'):
  * acc: Ev doubles of scratch. */
-static void FN(attn_decode_combine)(const cattn_attn_args *g, int64_t u, int64_t r, int64_t nch,
-                                    const T *part, double *acc)
+static void FN(attn_decode_combine)(const cattn_attn_run *run, int64_t u, int64_t r, void *work)
 {
+    const cattn_attn_args *g = run->a;
+    const int64_t nch = run->nch;
+    const T *part = (const T *)run->part;
+    double *acc = (double *)work;
     const int64_t Ev = g->Ev, L = g->L, rows = g->group * L;
     const int64_t gi = r / L, i = r % L, uq = u * g->group + gi;
     T *O = (T *)g->O + g->offo[uq] + i * g->rso;
@@ -379,8 +435,9 @@ static void FN(attn_decode_combine)(const cattn_attn_args *g, int64_t u, int64_t
 /* Flag kv blocks (BC keys) of V: bit 0 = holds NaN/inf (the careful P·V),
  * bit 1 = holds |v| > T_MAX / (4 BC) (P is normalized before P·V, so the
  * block's sum of at most BC products cannot overflow). */
-static void FN(attn_scan_v)(const cattn_attn_args *g, int64_t u, int64_t b)
+static void FN(attn_scan_v)(const cattn_attn_run *run, int64_t u, int64_t b)
 {
+    const cattn_attn_args *g = run->a;
     const T *V = (const T *)g->V + g->offv[u] + b * BC * g->rsv;
     const int64_t n = cattn_min64(BC, g->S - b * BC);
     const T big = (sizeof(T) == sizeof(float) ? (T)FLT_MAX : (T)DBL_MAX) / (T)(4 * BC);
@@ -392,73 +449,29 @@ static void FN(attn_scan_v)(const cattn_attn_args *g, int64_t u, int64_t b)
             acc += x * (T)0;
             amax = ax > amax ? ax : amax;
         }
-    g->vbad[u * g->nblk + b] = (uint8_t)((acc != (T)0) | ((amax > big) << 1));
+    run->vflags[u * run->nblk + b] = (uint8_t)((acc != (T)0) | ((amax > big) << 1));
 }
 
-int FN(cattn_attention)(cattn_attn_args *g, int n_threads)
-{
-    const int64_t rows = g->group * g->L;
-    const int decode = !g->W && g->L <= CATTN_DECODE_MAX_ROWS;
-    const int64_t nuq = g->nkv * g->group;
-    const int64_t nqb = cattn_cdiv(g->L, BR);
-    const int64_t nch = cattn_cdiv(g->S, CATTN_DECODE_CHUNK);
-    g->nblk = cattn_cdiv(g->S, BC);
-    const int64_t ntask = decode ? g->nkv * nch : nuq * nqb;
-    const double flops = 4.0 * (double)rows * g->nkv * g->S * (double)(g->E + g->Ev);
-    int nt = (int)cattn_max64(1, cattn_min64(n_threads, cattn_min64(ntask, (int64_t)(flops / 1e6) + 1)));
-#ifndef _OPENMP
-    nt = 1;
-#endif
-    size_t per = decode ? (size_t)(rows * (cattn_round_up(g->E, 16) + CATTN_DECODE_CHUNK))
-                        : FN(attn_task_scratch)(g);
-    if (decode)                           /* the combine's Ev double accumulators */
-        per = per > (size_t)g->Ev * (sizeof(double) / sizeof(T))
-            ? per : (size_t)g->Ev * (sizeof(double) / sizeof(T));
-    per = cattn_round_up(per, 16);
-    size_t shared = decode ? (size_t)(g->nkv * nch * rows * (2 + g->Ev)) : 0;
-    size_t flags = decode || g->W ? 0 : (size_t)(g->nkv * g->nblk);
-    T *buf = cattn_aligned_alloc(sizeof(T) * (per * nt + shared) + flags);
-    if (!buf) return CATTN_ENOMEM;
-    T *part = buf + per * nt;
-    g->vbad = flags ? (uint8_t *)(part + shared) : NULL;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-    {
-        T *work = buf + per * CATTN_TID();
-        if (decode) {
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-            for (int64_t t = 0; t < ntask; t++)
-                FN(attn_decode_task)(g, t / nch, t % nch, nch, part, work);
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-            for (int64_t t = 0; t < g->nkv * rows; t++)
-                FN(attn_decode_combine)(g, t / rows, t % rows, nch, part, (double *)work);
-        } else {
-            if (g->vbad) {
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-                for (int64_t t = 0; t < g->nkv * g->nblk; t++)
-                    FN(attn_scan_v)(g, t / g->nblk, t % g->nblk);
-            }
-            /* heavy q-blocks first: the late ones under a causal mask (more
-             * keys), else the full ones (the last block may be partial) */
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-            for (int64_t t = 0; t < ntask; t++)
-                FN(attn_flash_task)(g, t % nuq, g->causal ? nqb - 1 - t / nuq : t / nuq, work);
-        }
-    }
-    cattn_aligned_free(buf);
-    return CATTN_OK;
-}
+/* this ISA's entries for the dispatch table */
+const cattn_attn_kernels CAT3(cattn_attn, PATH, SFX) = {
+    BR, BC, FN(attn_task_scratch), FN(attn_scan_v), FN(attn_flash_task),
+    FN(attn_decode_task), FN(attn_decode_combine)};
 
 #undef pack_qt
 #undef FN
 #undef CAT3
 #undef CAT3_
+/* the includer's parameters */
+#undef PATH
+#undef T
+#undef SFX
+#undef MR
+#undef NR
+#undef BR
+#undef BC
+#undef ukr
+#undef expsub
+#undef dot_rows
+#undef expsum
+#undef pv_rows
+#undef expf1

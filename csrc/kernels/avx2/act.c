@@ -1,8 +1,9 @@
-/* act_avx2.c — AVX2/FMA elementwise activations (relu, gelu erf form,
+/* kernels/avx2/act.c — AVX2/FMA elementwise activations (relu, gelu erf form,
  * gelu tanh form, silu) and the vector exp test hook, float32 and float64.
  * Compiled with -mavx2 -mfma only; cpu.c selects these at run time.
- * Not here: the threaded driver and the portable kernels (act.c, whose
- * comment states the formulas and the values at infinities).
+ * Not here: the threaded driver (csrc/rows.c) and the portable kernels
+ * (kernels/ref/rows.c, whose comment states the formulas and the values at
+ * infinities).
  *
  * GELU, erf form: gelu(x) = x Phi(x), Phi(x) = erfc(-x/sqrt 2)/2. With
  * a = |x|/sqrt 2 and c = x erfc(a)/2:  x < 0 (or -0): gelu = c;  else gelu = x - c.
@@ -25,8 +26,11 @@
  */
 #include <math.h>
 #include <string.h>
+#include "../../dispatch.h"
+
+#ifdef CATTN_X86
 #include "kernels.h"
-#include "vexp_avx2.h"
+#include "vexp.h"
 
 /* a constant vector read from memory (4 equal doubles, 32-byte aligned), so
  * that it folds into the FMA as a memory operand instead of a broadcast the
@@ -254,24 +258,8 @@ static inline __m256 act_relu_ps(__m256 x)
         }                                                                        \
     } while (0)
 
-/* exactly 16 floats (a GEMM tile row): straight-line code, so the compiler
- * shares each constant between the four vectors instead of hoisting (and
- * spilling) them ahead of a loop that runs only four times */
-#define ACT_16_VIA_PD(F)                                                         \
-    do {                                                                         \
-        const __m128 a0 = _mm_loadu_ps(x), a1 = _mm_loadu_ps(x + 4);             \
-        const __m128 a2 = _mm_loadu_ps(x + 8), a3 = _mm_loadu_ps(x + 12);        \
-        const __m256d r0 = F(_mm256_cvtps_pd(a0)), r1 = F(_mm256_cvtps_pd(a1)); \
-        const __m256d r2 = F(_mm256_cvtps_pd(a2)), r3 = F(_mm256_cvtps_pd(a3)); \
-        _mm_storeu_ps(y, _mm256_cvtpd_ps(r0));                                   \
-        _mm_storeu_ps(y + 4, _mm256_cvtpd_ps(r1));                               \
-        _mm_storeu_ps(y + 8, _mm256_cvtpd_ps(r2));                               \
-        _mm_storeu_ps(y + 12, _mm256_cvtpd_ps(r3));                              \
-    } while (0)
-
 void cattn_act_avx2_f32(float *y, const float *x, int64_t n, int act)
 {
-    if (n == 16 && act == CATTN_ACT_GELU) { ACT_16_VIA_PD(act_gelu_f32_pd); return; }
     switch (act) {
     case CATTN_ACT_RELU: ACT_LOOP_PS(act_relu_ps); break;
     case CATTN_ACT_GELU: ACT_LOOP_PS_VIA_PD(act_gelu_f32_pd); break;
@@ -322,3 +310,4 @@ void cattn_exp_avx2_f64(double *y, const double *x, int64_t n, int nonpos)
     if (nonpos) ACT_LOOP_PD(cattn_expneg256_pd);
     else ACT_LOOP_PD(cattn_exp256_pd);
 }
+#endif
