@@ -115,7 +115,8 @@ def vexp(x, bint nonpositive=False):
     variant for x <= 0 used by softmax and the activations (its results for
     x > 0 are meaningless)."""
     import numpy
-    cdef cnp.ndarray xa = numpy.ascontiguousarray(x)
+    # C-contiguous AND aligned (ascontiguousarray keeps unaligned data as is)
+    cdef cnp.ndarray xa = numpy.require(x, None, ["C", "A"])
     if xa.dtype.num != cnp.NPY_FLOAT32 and xa.dtype.num != cnp.NPY_FLOAT64:
         raise TypeError(f"vexp: x has dtype {xa.dtype}; only float32 and float64 are supported")
     cdef cnp.ndarray ya = numpy.empty_like(xa)

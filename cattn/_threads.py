@@ -4,25 +4,35 @@ Precedence: a `with num_threads(n):` block (per Python thread) >
 `set_num_threads(n)` (process-wide) > OpenMP's own default, which follows
 OMP_NUM_THREADS and threadpoolctl (`threadpool_limits(n, user_api="openmp")`).
 Results never depend on the choice: work is split by fixed tiles.
+
+Limits: a thread count is an int (not a bool, not a float) in
+1 .. MAX_THREADS, checked where it is set (set_num_threads, num_threads):
+TypeError for another type, ValueError naming the limit otherwise.
+MAX_THREADS = max(1024, os.cpu_count()). Why a limit at all: the kernels
+take a C int and start up to that many OpenMP threads on a large enough
+problem; a count past what the system can create makes libgomp abort the
+process ("Thread creation failed"). 1024 is above the logical CPU count of
+any shared-memory machine cattn targets (and oversubscription only slows a
+kernel down), yet small enough to be created anywhere a Python process runs;
+machines with more CPUs get their CPU count. The OpenMP default
+(OMP_NUM_THREADS) is clamped to the same limit.
 """
 import contextlib
-import operator
+import os
 import threading
 
 from . import _ext
+from ._validate import as_int
+
+MAX_THREADS = max(1024, os.cpu_count() or 1)
 
 _global = None
 _local = threading.local()
 
 
-def _check_n(n):
-    try:
-        n = operator.index(n)
-    except TypeError:
-        raise TypeError(f"number of threads must be an int, got {type(n).__name__}") from None
-    if n < 1:
-        raise ValueError(f"number of threads must be >= 1, got {n}")
-    return n
+def _check_n(n, op):
+    return as_int(n, "number of threads", op, lo=1, hi=MAX_THREADS,
+                  hi_why=" (cattn's limit, cattn._threads.MAX_THREADS)")
 
 
 def get_num_threads():
@@ -32,19 +42,22 @@ def get_num_threads():
         return n
     if _global is not None:
         return _global
-    return max(1, _ext.omp_max_threads())
+    return min(MAX_THREADS, max(1, _ext.omp_max_threads()))
 
 
 def set_num_threads(n):
-    """Set the process-wide thread count for cattn's kernels."""
+    """Set the process-wide thread count for cattn's kernels: an int in
+    1..MAX_THREADS (TypeError for another type, bool included; ValueError
+    naming the limit otherwise)."""
     global _global
-    _global = _check_n(n)
+    _global = _check_n(n, "set_num_threads")
 
 
 @contextlib.contextmanager
 def num_threads(n):
-    """Use n threads for cattn kernels called from this Python thread inside the block."""
-    n = _check_n(n)
+    """Use n threads for cattn kernels called from this Python thread inside
+    the block; n is checked as in set_num_threads."""
+    n = _check_n(n, "num_threads")
     prev = getattr(_local, "n", None)
     _local.n = n
     try:

@@ -4,17 +4,167 @@ arrays the C kernels can read, and raises clear errors otherwise.
 Rules: float32 and float64 are computed natively; mixed inputs promote as
 NumPy does (to float64); any other dtype raises TypeError naming it.
 Arrays are never copied unless the kernel cannot read them as they are
-(unaligned data, strides that are not whole elements, a dtype to promote).
+(unaligned data, strides that are not whole elements, a dtype to promote):
+every array handed to cattn._ext goes through `readable` or `contiguous`,
+which guarantee `flags.aligned` and whole-element strides.
+
+Scalars: `as_int`, `as_real` and `as_flag` turn the Python numbers of the
+API (sizes, thread counts, eps, scale, flags) into checked ints, floats and
+bools, so that no Python value can reach C as an OverflowError: a wrong type
+raises TypeError, a value out of range ValueError, and both name the
+argument and its value. bool is never accepted as a number (True is not a
+size, a thread count or an eps), although Python treats it as an int.
 """
+import math
+import numbers
+import operator
+import os
+
 import numpy as np
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+INTP_MAX = int(np.iinfo(np.intp).max)  # the largest array size / byte count NumPy can describe
+
+
+# ---------------------------------------------------------------- scalars
+
+def show(x, limit=60):
+    """repr(x) cut to about `limit` characters (a 400-digit int stays readable)."""
+    r = repr(x)
+    if len(r) <= limit:
+        return r
+    if isinstance(x, numbers.Integral):
+        return f"{r[:12]}...{r[-4:]} ({len(r.lstrip('-'))} digits)"
+    return f"{r[:max(limit - 20, 12)]}...{r[-8:]} ({len(r)} characters)"
+
+
+def as_int(n, name, op, lo=0, hi=None, hi_why=""):
+    """n as a Python int in [lo, hi]: TypeError unless n is an integer (bool,
+    float and str are refused), ValueError naming `name` when out of range."""
+    if isinstance(n, (bool, np.bool_)):
+        raise TypeError(f"{op}: {name} must be an int, got bool {n!r}")
+    try:
+        v = operator.index(n)
+    except TypeError:
+        raise TypeError(f"{op}: {name} must be an int, got {type(n).__name__} {show(n)}") from None
+    if lo is not None and v < lo:
+        raise ValueError(f"{op}: {name} must be >= {lo}, got {show(v)}")
+    if hi is not None and v > hi:
+        raise ValueError(f"{op}: {name} must be <= {hi}{hi_why}, got {show(v)}")
+    return v
+
+
+def as_real(x, name, op, finite=True, lo=None, lo_open=False):
+    """x as a Python float: TypeError unless x is a real number (bool,
+    complex, str and arrays of more than one element are refused);
+    ValueError naming `name` when it does not fit a double, is not finite
+    (finite=True) or lies below lo (or at lo with lo_open)."""
+    if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "iuf":
+        x = x[()]
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
+        raise TypeError(f"{op}: {name} must be a real number, got {type(x).__name__} {show(x)}")
+    try:
+        v = float(x)
+    except OverflowError:
+        raise ValueError(f"{op}: {name}={show(x)} is too large for a float") from None
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: {name} must be a real number, got {type(x).__name__} "
+                        f"{show(x)}") from None
+    if finite and not math.isfinite(v):
+        raise ValueError(f"{op}: {name} must be finite, got {v!r}")
+    if lo is not None and not (v > lo if lo_open else v >= lo):
+        raise ValueError(f"{op}: {name} must be {'>' if lo_open else '>='} {lo}, got {show(x)}")
+    return v
+
+
+def as_flag(b, name, op):
+    """b as a bool: True/False (also NumPy bools and the ints 0 and 1);
+    TypeError otherwise (an array's truth value is ambiguous)."""
+    if b is True or b is False:
+        return b
+    if isinstance(b, np.bool_):
+        return bool(b)
+    if isinstance(b, numbers.Integral) and not isinstance(b, np.ndarray) and b in (0, 1):
+        return bool(b)
+    raise TypeError(f"{op}: {name} must be a bool, got {type(b).__name__} {show(b)}")
+
+
+def alloc(shape, dtype, op, what, init=np.empty):
+    """A new array (init: np.empty, np.zeros or np.ones) whose failure to fit in
+    memory is reported by naming `what` and the shape: ValueError when the
+    size cannot even be described by NumPy, MemoryError when it cannot be
+    allocated now. (Checks run only after NumPy refused: no cost per call.)"""
+    try:
+        return init(shape, dtype)
+    except (MemoryError, ValueError) as e:
+        dtype = np.dtype(dtype)
+        shape = tuple(shape)
+        nbytes = check_size(shape, dtype, op, what)   # ValueError past NumPy's limits
+        if not isinstance(e, MemoryError):
+            raise                                     # not about the size: NumPy's own words
+        raise MemoryError(f"{op}: cannot allocate {what} of shape {shape} and dtype {dtype} "
+                          f"({_human(nbytes)}): {e}") from None
+
+
+def check_size(shape, dtype, op, what, eager=False, extra_bytes_per_item=0):
+    """Bytes of an array of `shape` and `dtype`; ValueError naming `what` and
+    the shape when NumPy cannot describe it. eager=True (arrays written in
+    full right away, e.g. random initial weights): MemoryError when it is
+    larger than the machine's physical memory, rather than an allocation
+    that the OS may grant and then kill the process for."""
+    dtype = np.dtype(dtype)
+    shape = tuple(shape)
+    nbytes = math.prod(shape) * (dtype.itemsize + extra_bytes_per_item)
+    if nbytes > INTP_MAX or any(n > INTP_MAX for n in shape):
+        raise ValueError(f"{op}: {what} of shape {show(shape, 80)} and dtype {dtype} would need "
+                         f"{show(nbytes, 40)} bytes, more than any array can hold "
+                         f"({INTP_MAX} bytes)")
+    if eager:
+        ram = physical_memory()
+        if ram is not None and nbytes > ram:
+            raise MemoryError(f"{op}: {what} of shape {shape} and dtype {dtype} needs "
+                              f"{_human(nbytes)}, more than this machine's memory "
+                              f"({_human(ram)})")
+    return nbytes
+
+
+def physical_memory():
+    """Bytes of physical memory, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _human(nbytes):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if nbytes < 1024 or unit == "EiB":
+            return f"{nbytes:.4g} {unit}" if unit != "bytes" else f"{nbytes} bytes"
+        nbytes /= 1024
+
+
+def native(arr):
+    """arr with a float dtype in native byte order (a copy for '>f4' data on a
+    little-endian machine: the kernels read native floats only)."""
+    dt = arr.dtype
+    if dt.byteorder not in "=|" and dt.kind == "f":
+        nat = dt.newbyteorder("=")
+        if nat in FLOAT_DTYPES:
+            return arr.astype(nat)
+    return arr
 
 
 def as_float_array(x, name, op):
-    """x as an ndarray of float32/float64 (no copy for ndarrays of those)."""
+    """x as an ndarray of float32/float64 (no copy for ndarrays of those;
+    float32/float64 data in the other byte order is converted). Masked
+    arrays are refused: the kernels would ignore the mask."""
     if isinstance(x, np.ndarray):
         arr = x
+        if type(x) is not np.ndarray and isinstance(x, np.ma.MaskedArray):
+            raise TypeError(f"{op}: {name} is a masked array; cattn would ignore its mask: "
+                            f"pass {name}.filled(value) or {name}.data")
+        if arr.dtype.byteorder not in "=|":
+            arr = native(arr)
     else:
         try:
             arr = np.asarray(x)
@@ -34,14 +184,70 @@ def result_dtype(*arrays):
     return np.result_type(*[a.dtype for a in arrays])
 
 
-def readable(arr, dtype):
-    """arr cast to dtype, and made aligned with whole-element strides if needed."""
-    if arr.dtype != dtype:
-        arr = arr.astype(dtype)
+# ---------------------------------------------------------------- arrays for C
+#
+# np.ascontiguousarray returns a contiguous but unaligned array unchanged
+# (e.g. np.frombuffer(buf, np.float32, offset=1)): a C kernel reading it
+# through a float pointer is undefined behaviour. The helpers below copy such
+# arrays once into fresh (aligned) memory; aligned inputs pass untouched.
+
+def _whole(arr):
+    """aligned, with every stride a whole number of elements."""
+    f = arr.flags
+    if not f.aligned:
+        return False
+    if f.c_contiguous:
+        return True
     item = arr.itemsize
-    if not arr.flags.aligned or any(s % item for s in arr.strides):
-        arr = np.ascontiguousarray(arr)
-    return arr
+    for s in arr.strides:
+        if s % item:
+            return False
+    return True
+
+
+def readable(arr, dtype, last_contig=False):
+    """arr as `dtype`, aligned, with whole-element strides (and, with
+    last_contig, a unit-stride last axis unless it has length 1): arr itself
+    when it already is, otherwise one copy. The copy keeps the element order
+    of arr's memory layout (order="K": a transposed view stays transposed,
+    so the kernels take the same path) and keeps broadcast (stride-0) dims
+    as views, so a stride-0 view of a huge axis never materialises."""
+    if arr.dtype == dtype:
+        f = arr.flags
+        if f.aligned:
+            if f.c_contiguous:       # the common case: nothing more to check
+                return arr
+            item = arr.itemsize
+            ok = True
+            for s in arr.strides:
+                if s % item:
+                    ok = False
+                    break
+            if ok and (not last_contig or arr.ndim == 0 or arr.shape[-1] <= 1
+                       or arr.strides[-1] == item):
+                return arr
+    nd = arr.ndim
+    bdims = [d for d in range(nd) if arr.strides[d] == 0 and arr.shape[d] > 1
+             and not (last_contig and d == nd - 1)]
+    order = "C" if last_contig else "K"
+    if not bdims:
+        return np.array(arr, dtype=dtype, order=order, copy=True)
+    core = arr[tuple(slice(0, 1) if d in bdims else slice(None) for d in range(nd))]
+    core = np.array(core, dtype=dtype, order=order, copy=True)
+    return np.broadcast_to(core, arr.shape)
+
+
+def contiguous(arr, dtype):
+    """arr as a C-contiguous, aligned array of `dtype` (no copy when it is)."""
+    f = arr.flags
+    if arr.dtype == dtype and f.c_contiguous and f.aligned:
+        return arr
+    return np.array(arr, dtype=dtype, order="C", copy=True)
+
+
+def is_readable(arr):
+    """What every array passed to cattn._ext satisfies (used by the tests)."""
+    return _whole(arr)
 
 
 def estrides(arr):

@@ -11,22 +11,29 @@ import numpy as np
 
 from . import _ext
 from ._threads import get_num_threads
-from ._validate import as_float_array, check_out, result_dtype
+from ._validate import (FLOAT_DTYPES, alloc, as_flag, as_float_array, as_int, as_real, check_out,
+                        native, readable, result_dtype, show)
 from .ops import _batch_offsets
 
 _OP = "scaled_dot_product_attention"
 _ALIGN = ("upper_left", "lower_right")
 
 
-def _last_contig(x, dtype):
-    """x cast to dtype with a contiguous last axis and whole-element strides."""
-    if x.dtype != dtype:
-        x = x.astype(dtype)
-    item = x.itemsize
-    if (x.shape[-1] > 1 and x.strides[-1] != item) or not x.flags.aligned \
-            or any(s % item for s in x.strides):
-        x = np.ascontiguousarray(x)
-    return x
+def _scale(scale, E, dtype, op):
+    """The softmax scale as a float: default 1/sqrt(E); a given scale may be
+    any real number that is finite in the compute dtype (0 and negative
+    values included, as torch allows); NaN, inf or a value past the dtype's
+    largest finite number raise ValueError (the kernels scale queries in
+    the compute dtype, where such a value would turn every score into
+    inf or NaN)."""
+    if scale is None:
+        return 1.0 / math.sqrt(E) if E > 0 else 1.0
+    s = as_real(scale, "scale", op, finite=True)
+    big = float(np.finfo(dtype).max)
+    if not -big <= s <= big:
+        raise ValueError(f"{op}: scale={show(scale)} is not finite in {np.dtype(dtype)}, the "
+                         f"compute dtype (|scale| must be <= {big:.6g})")
+    return s
 
 
 def _heads(x):
@@ -43,7 +50,9 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
     for name, a in zip(("query", "key", "value"), arrays):
         if a.ndim < 2:
             raise ValueError(f"{op}: {name} must have at least 2 dims (..., L, E), got shape {a.shape}")
-    if causal_alignment not in _ALIGN:
+    is_causal = as_flag(is_causal, "is_causal", op)
+    enable_gqa = as_flag(enable_gqa, "enable_gqa", op)
+    if not isinstance(causal_alignment, str) or causal_alignment not in _ALIGN:
         raise ValueError(f"{op}: causal_alignment must be 'upper_left' or 'lower_right', "
                          f"got {causal_alignment!r}")
     if is_causal and attn_mask is not None:
@@ -83,10 +92,7 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
     dtype = result_dtype(*arrays)
     out_batch = batch + ((group,) if group > 1 else ())   # (..., H, group) or (..., Hq)
     full = (batch[:-1] + (Hq,) if group > 1 else batch)
-    if scale is None:
-        scale = 1.0 / math.sqrt(E) if E > 0 else 1.0
-    else:
-        scale = float(scale)
+    scale = _scale(scale, E, dtype, op)
 
     def view_q(x):  # (..., Hq, N, D) -> (..., H, group, N, D) view
         if group == 1:
@@ -97,12 +103,14 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
 
     mask, mkind, offm, rsm, csm = None, 0, _zeros_offsets(math.prod(out_batch)), 0, 0
     if attn_mask is not None:
-        m = np.asarray(attn_mask)
+        try:
+            m = native(np.asarray(attn_mask))
+        except Exception as e:  # ragged lists, objects NumPy rejects
+            raise TypeError(f"{op}: attn_mask could not be converted to an array: {e}") from None
         if m.dtype == np.bool_:
             mkind = 1
-        elif m.dtype in (np.float32, np.float64):
+        elif m.dtype in FLOAT_DTYPES:
             mkind = 2
-            m = m.astype(dtype, copy=False)
         else:
             raise TypeError(f"{op}: attn_mask has dtype {m.dtype}; expected bool or float")
         target = full + (L, S)
@@ -112,9 +120,14 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
             ok = False
         if not ok:
             raise ValueError(f"{op}: attn_mask of shape {m.shape} does not broadcast to {target}")
+        if mkind == 2 and m.dtype.itemsize > np.dtype(dtype).itemsize:
+            # float64 mask, float32 compute: finite values stay finite (a value
+            # beyond float32's range saturates at +-FLT_MAX instead of becoming
+            # the -inf "excluded" sentinel or +inf); +-inf and NaN are kept
+            big = np.finfo(dtype).max
+            m = np.where(np.isfinite(m), np.clip(m, -big, big), m)
+        m = readable(m, dtype if mkind == 2 else m.dtype)  # cast, aligned (broadcast kept)
         item = m.itemsize
-        if not m.flags.aligned or any(s % item for s in m.strides):
-            m = np.ascontiguousarray(m)
         mb = view_q(np.broadcast_to(m, target))
         if mkind == 1:
             mb = mb.view(np.uint8)
@@ -124,7 +137,7 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
         mask = mb
     return dict(q=q, k=k, v=v, dtype=dtype, L=L, S=S, E=E, group=group, batch=batch,
                 out_batch=out_batch, full=full, scale=scale, view_q=view_q, mask=mask,
-                mkind=mkind, offm=offm, rsm=rsm, csm=csm,
+                mkind=mkind, offm=offm, rsm=rsm, csm=csm, causal=is_causal,
                 shift=(S - L) if causal_alignment == "lower_right" else 0)
 
 
@@ -143,9 +156,9 @@ def _offsets(x, batch_shape):
 
 def _run(p, O=None, W=None):
     dtype, group, batch, out_batch = p["dtype"], p["group"], p["batch"], p["out_batch"]
-    q = p["view_q"](_last_contig(p["q"], dtype))
-    k = _last_contig(p["k"], dtype)
-    v = _last_contig(p["v"], dtype) if p["v"] is not None else k
+    q = p["view_q"](readable(p["q"], dtype, True))
+    k = readable(p["k"], dtype, True)
+    v = readable(p["v"], dtype, True) if p["v"] is not None else k
     kv_batch = batch
     offq, rsq = _offsets(q, out_batch)
     offk, rsk = _offsets(k, kv_batch)
@@ -175,11 +188,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     A row with no key to attend to gives zeros; masked keys never
     contribute, even if their K or V holds NaN. dropout_p must be 0.
     """
-    if dropout_p != 0.0:
-        raise ValueError(f"{_OP}: dropout_p must be 0 (cattn is an inference engine), got {dropout_p}")
+    if type(dropout_p) is not float or dropout_p != 0.0:
+        if as_real(dropout_p, "dropout_p", _OP, finite=False) != 0.0:
+            raise ValueError(f"{_OP}: dropout_p must be 0 (cattn is an inference engine), "
+                             f"got {show(dropout_p)}")
     p = _prepare(_OP, query, key, value, attn_mask, is_causal, scale, enable_gqa,
                  causal_alignment)
-    p["causal"] = bool(is_causal)
     shape = p["full"] + (p["L"], p["v"].shape[-1])
     if p["q"].ndim == 2 and p["k"].ndim == 2 and p["v"].ndim == 2:
         shape = shape[-2:]
@@ -187,7 +201,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         check_out(out, shape, p["dtype"], _OP, (p["q"], p["k"], p["v"]))
     O = out
     if O is None or (O.shape[-1] > 1 and O.strides[-1] != O.itemsize):
-        O = np.empty(shape, dtype=p["dtype"])
+        O = alloc(shape, p["dtype"], _OP, "the result")
     O_full = O.reshape(p["full"] + O.shape[-2:]) if O.ndim != len(p["full"]) + 2 else O
     _run(p, O=O_full)
     if out is not None and O is not out:
@@ -205,9 +219,8 @@ def attention_weights(query, key, attn_mask=None, is_causal=False, *, scale=None
     op = "attention_weights"
     p = _prepare(op, query, key, None, attn_mask, is_causal, scale, enable_gqa,
                  causal_alignment, need_value=False)
-    p["causal"] = bool(is_causal)
     shape = p["full"] + (p["L"], p["S"])
-    W = np.empty(shape, dtype=p["dtype"])
+    W = alloc(shape, p["dtype"], op, "the (..., L, S) weights")
     if W.size:
         _run(p, W=W)
     if p["q"].ndim == 2 and p["k"].ndim == 2:
@@ -221,20 +234,39 @@ class KVCache:
     k, v: (batch, kv_heads, max_len, head_dim) arrays; `append` writes new
     positions; `keys` / `values` are views of the filled prefix (no copy);
     `attend(q)` runs attention of new queries over the filled prefix with
-    the KV-cache causal convention (lower_right)."""
+    the KV-cache causal convention (lower_right).
+
+    Sizes are ints >= 0 (TypeError for another type, bool included;
+    ValueError for a negative one); a cache too large for memory raises
+    MemoryError (ValueError past what NumPy can describe) naming the sizes.
+    dtype float32 or float64 (TypeError otherwise)."""
 
     def __init__(self, batch, kv_heads, max_len, head_dim, dtype=np.float32, value_dim=None):
-        dtype = np.dtype(dtype)
-        if dtype not in (np.float32, np.float64):
-            raise TypeError(f"KVCache: dtype {dtype} not supported; use float32 or float64")
-        dims = dict(batch=batch, kv_heads=kv_heads, max_len=max_len, head_dim=head_dim)
-        for name, n in dims.items():
-            if not isinstance(n, (int, np.integer)) or n < 0:
-                raise ValueError(f"KVCache: {name} must be a non-negative int, got {n!r}")
-        value_dim = head_dim if value_dim is None else value_dim
-        self.k = np.zeros((batch, kv_heads, max_len, head_dim), dtype)
-        self.v = np.zeros((batch, kv_heads, max_len, value_dim), dtype)
-        self.length = 0
+        op = "KVCache"
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"{op}: dtype {show(dtype)} is not a NumPy dtype; use float32 or "
+                            "float64") from None
+        if dtype not in FLOAT_DTYPES:
+            raise TypeError(f"{op}: dtype {dtype} not supported; use float32 or float64")
+        batch = as_int(batch, "batch", op)
+        kv_heads = as_int(kv_heads, "kv_heads", op)
+        max_len = as_int(max_len, "max_len", op)
+        head_dim = as_int(head_dim, "head_dim", op)
+        value_dim = head_dim if value_dim is None else as_int(value_dim, "value_dim", op)
+        what = (f"the cache (batch={show(batch)}, kv_heads={show(kv_heads)}, "
+                f"max_len={show(max_len)}, head_dim={show(head_dim)}, "
+                f"value_dim={show(value_dim)})")
+        self.k = alloc((batch, kv_heads, max_len, head_dim), dtype, op, what + ": keys", np.zeros)
+        self.v = alloc((batch, kv_heads, max_len, value_dim), dtype, op, what + ": values",
+                       np.zeros)
+        self._length = 0
+
+    @property
+    def length(self):
+        """Filled positions (read-only: append and reset change it)."""
+        return self._length
 
     @property
     def max_len(self):
@@ -248,34 +280,57 @@ class KVCache:
     def values(self):
         return self.v[:, :, :self.length]
 
+    def _new(self, x, name):
+        """k or v to append: a float32 / float64 array (or a list of numbers),
+        cast to the cache's dtype; ValueError if a finite float64 value
+        overflows the float32 cache."""
+        op = "KVCache.append"
+        x = as_float_array(x, name, op)
+        if x.dtype != self.k.dtype:
+            with np.errstate(over="ignore"):
+                c = x.astype(self.k.dtype)
+            if c.dtype.itemsize < x.itemsize and not np.array_equal(np.isfinite(c),
+                                                                    np.isfinite(x)):
+                raise ValueError(f"{op}: {name} has values that overflow when cast from "
+                                 f"{x.dtype} to the cache's dtype {self.k.dtype}")
+            x = c
+        return x
+
     def append(self, k, v):
         """Append k (batch, kv_heads, T, head_dim) and v (..., T, value_dim);
-        returns the new length. Raises ValueError past max_len."""
-        k = np.asarray(k)
-        v = np.asarray(v)
+        returns the new length. k and v must be float32 or float64 (TypeError
+        naming the dtype otherwise, as every op); they are cast to the cache's
+        dtype. Raises ValueError for wrong shapes and past max_len, and
+        leaves the cache unchanged on any error."""
+        op = "KVCache.append"
+        k = as_float_array(k, "k", op)
+        v = as_float_array(v, "v", op)
         b, h, _, e = self.k.shape
         ev = self.v.shape[-1]
         if k.ndim != 4 or k.shape[:2] != (b, h) or k.shape[3] != e:
-            raise ValueError(f"KVCache.append: k has shape {k.shape}, expected ({b}, {h}, T, {e})")
+            raise ValueError(f"{op}: k has shape {k.shape}, expected ({b}, {h}, T, {e})")
         t = k.shape[2]
         if v.shape != (b, h, t, ev):
-            raise ValueError(f"KVCache.append: v has shape {v.shape}, expected ({b}, {h}, {t}, {ev})")
+            raise ValueError(f"{op}: v has shape {v.shape}, expected ({b}, {h}, {t}, {ev})")
         if self.length + t > self.max_len:
-            raise ValueError(f"KVCache.append: {self.length} + {t} positions exceed max_len "
+            raise ValueError(f"{op}: {self.length} + {t} positions exceed max_len "
                              f"{self.max_len}")
+        k = self._new(k, "k")
+        v = self._new(v, "v")
         self.k[:, :, self.length:self.length + t] = k
         self.v[:, :, self.length:self.length + t] = v
-        self.length += t
-        return self.length
+        self._length += t
+        return self._length
 
     def reset(self):
-        self.length = 0
+        self._length = 0
 
     def attend(self, q, attn_mask=None, is_causal=True, *, scale=None, out=None):
         """Attention of q (batch, Hq, L, head_dim) over the filled prefix;
         Hq may be a multiple of kv_heads (GQA). Causal is lower-right aligned:
         the last query row sees every cached key."""
         q = np.asarray(q)
+        is_causal = as_flag(is_causal, "is_causal", "KVCache.attend")
         gqa = q.ndim == 4 and q.shape[1] != self.k.shape[1]
         return scaled_dot_product_attention(
             q, self.keys, self.values, attn_mask=attn_mask,

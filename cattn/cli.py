@@ -44,9 +44,10 @@ def _demo(args):
 
 
 def _threads_arg(s):
+    from ._threads import MAX_THREADS
     n = int(s)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"threads must be >= 1, got {n}")
+    if not 1 <= n <= MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"threads must be in 1..{MAX_THREADS}, got {n}")
     return n
 
 

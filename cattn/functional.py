@@ -17,7 +17,8 @@ import numpy as np
 
 from . import _ext
 from ._threads import get_num_threads
-from ._validate import as_float_array, check_out, collapse, estrides, readable, result_dtype
+from ._validate import (as_float_array, as_real, check_out, collapse, contiguous, estrides,
+                        readable, result_dtype, show)
 
 try:  # NumPy >= 1.25
     from numpy.exceptions import AxisError
@@ -49,23 +50,24 @@ def _prepare_out(out, shape, dtype, op, x, others=(), order="C"):
 
 
 def _axis(axis, ndim, op):
+    if isinstance(axis, (bool, np.bool_)):
+        raise TypeError(f"{op}: axis must be an int, got bool {axis!r}")
     try:
         axis = operator.index(axis)
     except TypeError:
         raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}") from None
     if not -ndim <= axis < ndim:
-        raise AxisError(axis, ndim, msg_prefix=op)
+        # AxisError is a ValueError (and an IndexError), as NumPy raises it
+        raise AxisError(f"{op}: axis {show(axis)} is out of bounds for array of dimension {ndim}")
     return axis % ndim
 
 
 def _eps(eps, op):
-    try:
-        e = float(eps)
-    except (TypeError, ValueError):
-        raise TypeError(f"{op}: eps must be a real number, got {type(eps).__name__}") from None
-    if not (math.isfinite(e) and e >= 0.0):
-        raise ValueError(f"{op}: eps must be finite and >= 0, got {eps!r}")
-    return e
+    """eps: a finite real number >= 0 (0 is allowed, as in torch; a negative,
+    NaN or infinite eps raises ValueError, a non-number TypeError)."""
+    if type(eps) is float and eps >= 0.0 and eps != math.inf:   # the common case, fast
+        return eps
+    return as_real(eps, "eps", op, finite=True, lo=0.0)
 
 
 def _param(p, name, x, op):
@@ -181,8 +183,8 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     out, _ = _prepare_out(out, x.shape, dtype, op, x, (weight, bias))
     if x.size == 0:
         return out
-    w = None if weight is None else np.ascontiguousarray(weight, dtype=dtype)
-    b = None if bias is None else np.ascontiguousarray(bias, dtype=dtype)
+    w = None if weight is None else contiguous(weight, dtype)
+    b = None if bias is None else contiguous(bias, dtype)
     X, (rows, xs), Y, (_, ys) = _row_views(readable(x, dtype), out)
     _ext.layer_norm(Y, ys, X, xs, w, b, rows, x.shape[-1], eps, get_num_threads())
     if Y is not out:
@@ -204,7 +206,7 @@ def rms_norm(x, weight=None, eps=1e-6, *, out=None):
     out, _ = _prepare_out(out, x.shape, dtype, op, x, (weight,))
     if x.size == 0:
         return out
-    w = None if weight is None else np.ascontiguousarray(weight, dtype=dtype)
+    w = None if weight is None else contiguous(weight, dtype)
     X, (rows, xs), Y, (_, ys) = _row_views(readable(x, dtype), out)
     _ext.rms_norm(Y, ys, X, xs, w, rows, x.shape[-1], eps, get_num_threads())
     if Y is not out:
@@ -243,6 +245,8 @@ def gelu(x, approximate="none", *, out=None):
     Elementwise, float32 / float64; float32 results are within ~0.5 ulp of
     the exact function (computed in double internally). gelu(-inf) = -0,
     gelu(inf) = inf, NaN stays NaN. `out` may be x itself."""
+    if not isinstance(approximate, str):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {show(approximate)}")
     if approximate == "none":
         act = _ACT_GELU
     elif approximate == "tanh":

@@ -44,6 +44,8 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from ._validate import (INTP_MAX, as_flag, as_int, as_real, check_size, native, physical_memory,
+                        readable, show)
 from .attention import KVCache, attention_weights, scaled_dot_product_attention
 from .functional import layer_norm
 from .ops import linear, matmul
@@ -89,18 +91,47 @@ def _module_dtype(dtype, owner):
 
 
 def _positive_int(n, name, owner):
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"{owner}: {name} must be a positive int, got {n!r}")
-    return int(n)
+    """n as an int >= 1: TypeError for a non-integer (bool and float
+    included), ValueError naming `name` for n < 1."""
+    return as_int(n, name, owner, lo=1)
 
 
 def _check_dropout(p, owner):
-    if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.floating)):
+    if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.integer, np.floating)):
         raise TypeError(f"{owner}: dropout must be a float in [0, 1) (torch's positional order "
-                        f"is (..., dropout, bias, ...): pass bias= by keyword), got {p!r}")
+                        f"is (..., dropout, bias, ...): pass bias= by keyword), got {show(p)}")
     if not 0.0 <= p < 1.0:
-        raise ValueError(f"{owner}: dropout must be in [0, 1), got {p}")
+        raise ValueError(f"{owner}: dropout must be in [0, 1), got {show(p)}")
     return float(p)
+
+
+# per-layer memory besides the parameters (Python objects, dicts), for the
+# "does this stack fit in memory" check of the stacks' num_layers
+_LAYER_OVERHEAD = 16384
+
+
+def _check_stack(owner, n, layer):
+    """MemoryError naming num_layers when n copies of `layer` cannot fit in
+    physical memory (checked before building them: no minutes-long loop that
+    ends in an out-of-memory kill)."""
+    per = sum(p.nbytes for p in layer.parameters()) + _LAYER_OVERHEAD
+    total, ram = n * per, physical_memory()
+    if total > INTP_MAX or (ram is not None and total > ram):
+        raise MemoryError(f"{owner}: num_layers={show(n)} layers of about {per} bytes each "
+                          f"need {show(total)} bytes, more than this machine's memory "
+                          f"({ram if ram is not None else INTP_MAX} bytes)")
+
+
+def _new_param(owner, what, shape, dtype, make):
+    """make() -> the initial array of `shape` (built via float64 random
+    numbers): a size NumPy cannot hold raises ValueError, one larger than
+    the machine's memory or than what can be allocated MemoryError, both
+    naming the module, the parameter and its shape."""
+    check_size(shape, dtype, owner, what, eager=True, extra_bytes_per_item=8)  # + float64 temp
+    try:
+        return make()
+    except MemoryError as e:
+        raise MemoryError(f"{owner}: cannot allocate {what} of shape {tuple(shape)}: {e}") from None
 
 
 def _check_activation(activation, owner):
@@ -112,29 +143,38 @@ def _check_activation(activation, owner):
     raise ValueError(f"{owner}: unknown activation {activation!r}; expected one of {ACTIVATIONS}")
 
 
-def _xavier_uniform(rng, shape, dtype):
+def _xavier_uniform(rng, shape, dtype, owner="", what="weight"):
     """torch.nn.init.xavier_uniform_ for a 2-D (fan_out, fan_in) weight."""
-    bound = math.sqrt(6.0 / (shape[0] + shape[1]))
-    return rng.uniform(-bound, bound, size=shape).astype(dtype)
+    def make():  # after the size check: a huge fan would overflow the float bound
+        bound = math.sqrt(6.0 / (shape[0] + shape[1])) if shape[0] + shape[1] else 0.0
+        return rng.uniform(-bound, bound, size=shape).astype(dtype)
+    return _new_param(owner, what, shape, dtype, make)
 
 
-def _linear_uniform(rng, shape, fan_in, dtype):
+def _linear_uniform(rng, shape, fan_in, dtype, owner="", what="weight"):
     """torch nn.Linear's default: kaiming_uniform_(a=sqrt(5)) for the weight and
     uniform(+-1/sqrt(fan_in)) for the bias both reduce to this bound."""
-    bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-    return rng.uniform(-bound, bound, size=shape).astype(dtype)
+    def make():
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        return rng.uniform(-bound, bound, size=shape).astype(dtype)
+    return _new_param(owner, what, shape, dtype, make)
 
 
 def _as_input(x, name, dtype, owner):
-    """x as an ndarray of the module's dtype (TypeError otherwise, no copy)."""
+    """x as an ndarray of the module's dtype (TypeError otherwise); no copy
+    unless x is unaligned (then copied once here, not in every op)."""
     if not isinstance(x, np.ndarray):
         x = np.asarray(x)
+    if x.dtype != dtype:
+        x = native(x)
     if x.dtype != dtype:
         raise TypeError(
             f"{owner}: {name} has dtype {x.dtype} but the module's parameters are {dtype}; "
             f"cast the input (x.astype(np.{dtype.name})) or build the module with dtype=np.{x.dtype.name}"
             if x.dtype in _FLOATS else
             f"{owner}: {name} has dtype {x.dtype}; only float32 and float64 are supported")
+    if not x.flags.aligned:
+        x = readable(x, dtype)
     return x
 
 
@@ -151,6 +191,10 @@ def _split_heads(y, n, heads, batch_first):
 
 def generate_square_subsequent_mask(sz, dtype=np.float32):
     """torch's causal float mask (sz, sz): 0 on and below the diagonal, -inf above."""
+    op = "generate_square_subsequent_mask"
+    sz = as_int(sz, "sz", op)
+    check_size((sz, sz), dtype, op, f"the mask (sz={show(sz)})", eager=True,
+               extra_bytes_per_item=8)
     m = np.zeros((sz, sz), dtype=dtype)
     m[np.triu_indices(sz, 1)] = -np.inf
     return m
@@ -275,6 +319,8 @@ def _coerce_param(name, value, shape, dtype):
                         f"array (the module is {dtype})")
     if arr.shape != tuple(shape):
         raise ValueError(f"parameter {name!r} has shape {arr.shape}, expected {tuple(shape)}")
+    if arr.dtype == dtype and not arr.flags.aligned:
+        arr = readable(arr, dtype)  # realigned once here, not copied by every forward
     if arr.dtype != dtype:
         with np.errstate(over="ignore"):
             cast = arr.astype(dtype)
@@ -315,12 +361,17 @@ class Linear(Module):
     def __init__(self, in_features, out_features, bias=True, *, dtype=np.float32, seed=None):
         super().__init__()
         dtype = _module_dtype(dtype, "Linear")
+        in_features = as_int(in_features, "in_features", "Linear")
+        out_features = as_int(out_features, "out_features", "Linear")
         rng = _rng(seed)
         self.in_features, self.out_features = in_features, out_features
         self.register_parameter(
-            "weight", _linear_uniform(rng, (out_features, in_features), in_features, dtype))
+            "weight", _linear_uniform(rng, (out_features, in_features), in_features, dtype,
+                                      "Linear", f"weight (out_features={show(out_features)}, "
+                                                f"in_features={show(in_features)})"))
         self.register_parameter(
-            "bias", _linear_uniform(rng, (out_features,), in_features, dtype) if bias else None)
+            "bias", _linear_uniform(rng, (out_features,), in_features, dtype, "Linear",
+                                    f"bias (out_features={show(out_features)})") if bias else None)
 
     def forward(self, x, activation=None, *, out=None):
         return linear(x, self.weight, self.bias, activation=activation, out=out)
@@ -343,7 +394,9 @@ class LayerNorm(Module):
                 raise ValueError(f"LayerNorm: only a last-axis normalized_shape is supported, got {n}")
             n = n[0]
         self.normalized_shape = (_positive_int(n, "normalized_shape", "LayerNorm"),)
-        self.eps = float(eps)
+        self.eps = as_real(eps, "eps", "LayerNorm", finite=True, lo=0.0)
+        check_size(self.normalized_shape, dtype, "LayerNorm",
+                   f"the weight (normalized_shape={show(n)})", eager=True)
         self.register_parameter("weight", np.ones(self.normalized_shape, dtype))
         self.register_parameter("bias", np.zeros(self.normalized_shape, dtype) if bias else None)
 
@@ -393,11 +446,15 @@ class MultiheadAttention(Module):
         self.rotary = None  # optional RotaryEmbedding applied to q and k (DecoderOnly)
         rng = _rng(seed)
         if self._qkv_same_embed_dim:
-            self.register_parameter("in_proj_weight", _xavier_uniform(rng, (3 * E, E), dtype))
+            self.register_parameter("in_proj_weight", _xavier_uniform(
+                rng, (3 * E, E), dtype, owner, f"in_proj_weight (embed_dim={show(E)})"))
         else:
-            self.register_parameter("q_proj_weight", _xavier_uniform(rng, (E, E), dtype))
-            self.register_parameter("k_proj_weight", _xavier_uniform(rng, (E, self.kdim), dtype))
-            self.register_parameter("v_proj_weight", _xavier_uniform(rng, (E, self.vdim), dtype))
+            self.register_parameter("q_proj_weight", _xavier_uniform(
+                rng, (E, E), dtype, owner, f"q_proj_weight (embed_dim={show(E)})"))
+            self.register_parameter("k_proj_weight", _xavier_uniform(
+                rng, (E, self.kdim), dtype, owner, f"k_proj_weight (kdim={show(self.kdim)})"))
+            self.register_parameter("v_proj_weight", _xavier_uniform(
+                rng, (E, self.vdim), dtype, owner, f"v_proj_weight (vdim={show(self.vdim)})"))
         self.register_parameter("in_proj_bias", np.zeros(3 * E, dtype) if bias else None)
         self.out_proj = Linear(E, E, bias, dtype=dtype, seed=rng)
         if bias:
@@ -483,6 +540,11 @@ class MultiheadAttention(Module):
         queries attend to the whole cache, causally (lower-right aligned).
         """
         owner = "MultiheadAttention"
+        if kv_cache is not None and not isinstance(kv_cache, KVCache):
+            raise TypeError(f"{owner}: kv_cache must be a cattn.KVCache, got {show(kv_cache)}")
+        need_weights = as_flag(need_weights, "need_weights", owner)
+        average_attn_weights = as_flag(average_attn_weights, "average_attn_weights", owner)
+        is_causal = False if is_causal is None else as_flag(is_causal, "is_causal", owner)
         shared_qkv = (key is None or key is query) and (value is None or value is key)
         shared_kv = value is None or value is key
         dtype, E = self.dtype, self.embed_dim
@@ -700,6 +762,7 @@ class TransformerEncoder(Module):
             raise TypeError(f"TransformerEncoder: encoder_layer must be a cattn.nn."
                             f"TransformerEncoderLayer, got {type(encoder_layer).__name__}")
         n = _positive_int(num_layers, "num_layers", "TransformerEncoder")
+        _check_stack("TransformerEncoder", n, encoder_layer)
         self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(n)])
         self.num_layers = n
         self.norm = norm
@@ -726,6 +789,7 @@ class TransformerDecoder(Module):
             raise TypeError(f"TransformerDecoder: decoder_layer must be a cattn.nn."
                             f"TransformerDecoderLayer, got {type(decoder_layer).__name__}")
         n = _positive_int(num_layers, "num_layers", "TransformerDecoder")
+        _check_stack("TransformerDecoder", n, decoder_layer)
         self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(n)])
         self.num_layers = n
         self.norm = norm
@@ -761,6 +825,8 @@ class PositionalEncoding(Module):
         d = _positive_int(d_model, "d_model", "PositionalEncoding")
         n = _positive_int(max_len, "max_len", "PositionalEncoding")
         self.dtype = _module_dtype(dtype, "PositionalEncoding")
+        check_size((n, d), self.dtype, "PositionalEncoding", f"the table (max_len={show(n)}, "
+                   f"d_model={show(d)})", eager=True, extra_bytes_per_item=8)  # + float64 temp
         self.batch_first = bool(batch_first)
         pos = np.arange(n, dtype=np.float64)[:, None]
         div = 10000.0 ** (np.arange(0, d, 2, dtype=np.float64) / d)  # 10000^(2i/d)
@@ -771,6 +837,7 @@ class PositionalEncoding(Module):
 
     def forward(self, x, offset=0):
         x = _as_input(x, "x", self.dtype, "PositionalEncoding")
+        offset = as_int(offset, "offset", "PositionalEncoding")
         ax = 1 if (self.batch_first and x.ndim == 3) else 0
         L = x.shape[ax] if x.ndim >= 2 else 0
         if x.ndim not in (2, 3) or x.shape[-1] != self.pe.shape[1]:
@@ -805,12 +872,26 @@ class RotaryEmbedding(Module):
         D = _positive_int(head_dim, "head_dim", "RotaryEmbedding")
         if D % 2:
             raise ValueError(f"RotaryEmbedding: head_dim must be even, got {D}")
-        self.head_dim, self.base = D, float(base)
+        self.head_dim = D
+        self.base = as_real(base, "base", "RotaryEmbedding", finite=True, lo=0.0, lo_open=True)
         self.inv_freq = self.base ** (-np.arange(0, D, 2, dtype=np.float64) / D)  # (D/2,)
         self._tables = {}
 
+    # positions past this many are computed per call instead of growing the cached table
+    _TABLE_MAX = 1 << 20
+    # positions must stay exact in the float64 angle p * theta
+    _POS_MAX = 1 << 53
+
     def _cos_sin(self, start, n, dtype):
-        """cos, sin (n, D/2) for positions start..start+n-1 (cached, grown by doubling)."""
+        """cos, sin (n, D/2) for positions start..start+n-1 (cached, grown by
+        doubling up to _TABLE_MAX positions; a window past that is computed
+        directly, with the same values)."""
+        if start + n > self._TABLE_MAX:
+            check_size((n, self.head_dim), np.float64, "RotaryEmbedding",
+                       f"the cos/sin table of {n} positions", eager=True)
+            ang = (np.arange(start, start + n, dtype=np.float64)[:, None]
+                   * self.inv_freq[None, :])
+            return np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
         c = self._tables.get(np.dtype(dtype))
         if c is None or c[0].shape[0] < start + n:
             m = max(64, start + n, 2 * (c[0].shape[0] if c is not None else 0))
@@ -827,7 +908,10 @@ class RotaryEmbedding(Module):
         if x.dtype not in _FLOATS:
             raise TypeError(f"RotaryEmbedding: x has dtype {x.dtype}; expected float32 or float64")
         h = self.head_dim // 2
-        cos, sin = self._cos_sin(int(offset), x.shape[-2], x.dtype)
+        offset = as_int(offset, "offset", "RotaryEmbedding", lo=0,
+                        hi=self._POS_MAX - x.shape[-2],
+                        hi_why=" (positions must be exact in float64: offset + T <= 2**53)")
+        cos, sin = self._cos_sin(offset, x.shape[-2], x.dtype)
         x1, x2 = x[..., :h], x[..., h:]
         out = np.empty(x.shape, x.dtype)
         o1, o2 = out[..., :h], out[..., h:]
@@ -875,11 +959,14 @@ class DecoderOnly(Module):
         n = _positive_int(num_layers, "num_layers", "DecoderOnly")
         ff = 4 * d_model if dim_feedforward is None else dim_feedforward
         rng = _rng(seed)
-        self.layers = ModuleList([
-            TransformerEncoderLayer(d_model, nhead, ff, 0.0, activation, layer_norm_eps,
-                                    batch_first=True, norm_first=True, bias=bias, dtype=dtype,
-                                    seed=rng)
-            for _ in range(n)])
+
+        def layer():
+            return TransformerEncoderLayer(d_model, nhead, ff, 0.0, activation, layer_norm_eps,
+                                           batch_first=True, norm_first=True, bias=bias,
+                                           dtype=dtype, seed=rng)
+        first = layer()
+        _check_stack("DecoderOnly", n, first)
+        self.layers = ModuleList([first] + [layer() for _ in range(n - 1)])
         self.norm = LayerNorm(d_model, layer_norm_eps, bias, dtype=dtype)
         self.d_model, self.nhead, self.num_layers = d_model, nhead, n
         if rotary:
@@ -891,6 +978,29 @@ class DecoderOnly(Module):
         """One empty cattn.KVCache (batch, nhead, max_len, head_dim) per layer."""
         D = self.d_model // self.nhead
         return [KVCache(batch, self.nhead, max_len, D, self.dtype) for _ in self.layers]
+
+    def _check_cache(self, cache, x):
+        """Every layer's cache fits x before any is extended: a bad cache
+        raises TypeError / ValueError and leaves all caches unchanged."""
+        owner = "DecoderOnly"
+        if not isinstance(cache, (list, tuple)) or not all(isinstance(c, KVCache) for c in cache):
+            raise TypeError(f"{owner}: cache must be the list of cattn.KVCache from new_cache(), "
+                            f"got {show(cache)}")
+        if len(cache) != len(self.layers):
+            raise ValueError(f"{owner}: cache has {len(cache)} entries for "
+                             f"{len(self.layers)} layers; use new_cache()")
+        B, T = x.shape[0], x.shape[1]
+        want = (B, self.nhead, self.d_model // self.nhead)
+        for i, c in enumerate(cache):
+            b, h, _, d = c.k.shape
+            if (b, h, d) != want or c.v.shape[-1] != want[2] or c.k.dtype != self.dtype:
+                raise ValueError(f"{owner}: cache[{i}] holds {c.k.dtype} keys of shape "
+                                 f"{c.k.shape}; this input needs (batch, heads, max_len, "
+                                 f"head_dim) = ({B}, {want[1]}, max_len, {want[2]}) "
+                                 f"in {self.dtype}: use new_cache({B}, max_len)")
+            if c.length + T > c.max_len:
+                raise ValueError(f"{owner}: cache[{i}] holds {c.length} of {c.max_len} "
+                                 f"positions; {T} more exceed max_len")
 
     def forward(self, x, cache=None):
         """x (B, T, E) -> (B, T, E). Without cache: the full causal forward over
@@ -904,9 +1014,7 @@ class DecoderOnly(Module):
             for layer in self.layers:
                 x = layer(x, is_causal=True)
         else:
-            if len(cache) != len(self.layers):
-                raise ValueError(f"DecoderOnly: cache has {len(cache)} entries for "
-                                 f"{len(self.layers)} layers; use new_cache()")
+            self._check_cache(cache, x)
             for layer, kv in zip(self.layers, cache):
                 x = layer(x, kv_cache=kv)
         return self.norm(x, out=x)

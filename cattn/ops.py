@@ -10,8 +10,8 @@ import numpy as np
 
 from . import _ext
 from ._threads import get_num_threads
-from ._validate import (FLOAT_DTYPES, as_float_array, check_out, collapse, estrides, readable,
-                        result_dtype)
+from ._validate import (FLOAT_DTYPES, alloc, as_float_array, check_out, collapse, contiguous,
+                        estrides, readable, result_dtype)
 
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
@@ -89,8 +89,9 @@ def matmul(a, b, *, out=None):
     """
     if (out is None and type(a) is np.ndarray and type(b) is np.ndarray
             and a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype and a.dtype in FLOAT_DTYPES
-            and a.shape[1] == b.shape[0] and a.flags.c_contiguous and b.flags.c_contiguous):
-        # fast path: 2-D contiguous operands of one dtype, no out=
+            and a.shape[1] == b.shape[0] and (fa := a.flags).c_contiguous
+            and (fb := b.flags).c_contiguous and fa.aligned and fb.aligned):
+        # fast path: 2-D contiguous aligned operands of one dtype, no out=
         (M, K), N = a.shape, b.shape[1]
         c = np.empty((M, N), dtype=a.dtype)
         if c.size:
@@ -117,7 +118,7 @@ def matmul(a, b, *, out=None):
             f"matmul: batch dimensions of shapes {a.shape} and {b.shape} do not broadcast") from None
     shape = batch + ((M,) if a.ndim > 1 else ()) + ((N,) if b.ndim > 1 else ())
     if out is None:
-        out = np.empty(shape, dtype=dtype)
+        out = alloc(shape, dtype, "matmul", "the result")
     else:
         check_out(out, shape, dtype, "matmul", (a, b))
     C = out
@@ -141,11 +142,11 @@ def linear(x, weight, bias=None, *, activation=None, out=None):
     if (out is None and type(x) is np.ndarray and type(weight) is np.ndarray
             and x.dtype == weight.dtype and x.dtype in FLOAT_DTYPES and x.ndim >= 1
             and weight.ndim == 2 and x.shape[-1] == weight.shape[1]
-            and x.flags.c_contiguous and weight.flags.aligned
+            and (fx := x.flags).c_contiguous and fx.aligned and weight.flags.aligned
             and not (weight.strides[0] % weight.itemsize or weight.strides[1] % weight.itemsize)
             and (bias is None or (type(bias) is np.ndarray and bias.dtype == x.dtype
                                   and bias.shape == (weight.shape[0],)
-                                  and bias.flags.c_contiguous))):
+                                  and (fb := bias.flags).c_contiguous and fb.aligned))):
         # fast path (inference hot loop): contiguous x, any weight layout
         # (e.g. stored transposed), one dtype, no out=
         N, K = weight.shape
@@ -177,11 +178,11 @@ def linear(x, weight, bias=None, *, activation=None, out=None):
     dtype = result_dtype(*arrays)
     shape = x.shape[:-1] + (N,)
     if out is None:
-        out = np.empty(shape, dtype=dtype)
+        out = alloc(shape, dtype, op, "the result")
     else:
         check_out(out, shape, dtype, op, arrays)
     if bias is not None:
-        bias = np.ascontiguousarray(bias, dtype=dtype)
+        bias = contiguous(bias, dtype)
     X = readable(x, dtype)
     X2 = X[None, :] if X.ndim == 1 else X
     C = out[None, :] if out.ndim == 1 else out

@@ -147,5 +147,14 @@ def test_constructor_errors():
         cattn.KVCache(1, 1, 4, 4, dtype=np.int32)
     with pytest.raises(ValueError, match="max_len"):
         cattn.KVCache(1, 1, -1, 4)
-    with pytest.raises(ValueError, match="head_dim"):
+    with pytest.raises(TypeError, match="head_dim"):   # a non-integer size is a TypeError
         cattn.KVCache(1, 1, 4, 2.5)
+
+
+def test_length_is_read_only():
+    """The filled length changes only through append / reset: assigning it
+    (e.g. -1) would expose stale slots to attend()."""
+    cache = cattn.KVCache(1, 1, 4, 2)
+    with pytest.raises(AttributeError):
+        cache.length = -1
+    assert cache.length == 0 and cache.keys.shape == (1, 1, 0, 2)

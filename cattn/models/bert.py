@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import attention as _attention
 from .. import ops as _ops
+from .._validate import as_int, as_real, contiguous
 from ..functional import layer_norm as _layer_norm_op
 
 
@@ -66,6 +67,13 @@ class BertConfig:
             return cls.from_dict(json.load(f))
 
     def validate(self):
+        for name in ("vocab_size", "hidden_size", "num_attention_heads", "intermediate_size",
+                     "max_position_embeddings", "type_vocab_size"):
+            setattr(self, name, as_int(getattr(self, name), name, "BertConfig", lo=1))
+        self.num_hidden_layers = as_int(self.num_hidden_layers, "num_hidden_layers",
+                                        "BertConfig", lo=0)
+        self.layer_norm_eps = as_real(self.layer_norm_eps, "layer_norm_eps", "BertConfig",
+                                      finite=True, lo=0.0)
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"BertConfig: hidden_size {self.hidden_size} is not a multiple of "
                              f"num_attention_heads {self.num_attention_heads}")
@@ -110,13 +118,13 @@ class BertLayer:
             key = p + name
             if key not in w:
                 raise KeyError(f"BERT checkpoint: missing tensor {key!r}")
-            return np.ascontiguousarray(w[key], dtype=dtype)
+            return contiguous(np.asarray(w[key]), dtype)   # C order and aligned
 
         def t(w):
             # (out, in) kept row-major, torch's layout: short inputs (<= 12
             # tokens) run on the small-M GEMM that reads these rows in place,
             # longer ones pack them with register transposes
-            return np.ascontiguousarray(w)
+            return contiguous(w, w.dtype)
 
         E = cfg.hidden_size
         self.num_heads = cfg.num_attention_heads
@@ -220,7 +228,7 @@ class BertModel:
         def get(name):
             if name not in w:
                 raise KeyError(f"BERT checkpoint: missing tensor {name!r}")
-            return np.ascontiguousarray(w[name], dtype=dtype)
+            return contiguous(np.asarray(w[name]), dtype)
 
         E = config.hidden_size
         self.word_embeddings = get("embeddings.word_embeddings.weight")           # (V, E)

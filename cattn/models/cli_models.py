@@ -7,9 +7,10 @@ import numpy as np
 
 
 def _threads_arg(s):
+    from .._threads import MAX_THREADS
     n = int(s)
-    if n < 1:
-        raise ValueError(f"threads must be >= 1, got {n}")
+    if not 1 <= n <= MAX_THREADS:
+        raise ValueError(f"threads must be in 1..{MAX_THREADS}, got {n}")
     return n
 
 

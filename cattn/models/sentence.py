@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+from .._validate import as_int
 from ._progress import ProgressBar
 from .bert import BertModel
 
@@ -68,6 +69,7 @@ class SentenceEncoder:
         self.tokenizer = tokenizer
         if max_seq_length is None:
             max_seq_length = model.max_length
+        max_seq_length = as_int(max_seq_length, "max_seq_length", "SentenceEncoder")
         if not 2 <= max_seq_length <= model.max_length:
             raise ValueError(f"SentenceEncoder: max_seq_length {max_seq_length} must lie in "
                              f"[2, {model.max_length}] (the model's position embeddings)")

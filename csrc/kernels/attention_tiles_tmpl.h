@@ -242,10 +242,16 @@ static void FN(attn_pv)(const cattn_attn_args *g, T *Ot, int64_t evp, const T *S
     }
 }
 
-/* St = masked scores of key block [s0, s0+bc) for the task's rows */
-static void FN(attn_block_scores)(const FN(attn_task) *t, int64_t s0, int64_t bc)
+/* St = masked scores of key block [s0, s0+bc) for the task's rows; rows
+ * whose l is NaN (nan_rows set) get 0 before the mask, so -inf there marks
+ * exactly the masked keys */
+static void FN(attn_block_scores)(const FN(attn_task) *t, int64_t s0, int64_t bc, int nan_rows)
 {
     FN(attn_scores)(t->g, t->St, t->ldp, t->K, t->qp, s0, bc, t->brp, t->ktail);
+    if (nan_rows)
+        for (int64_t i = 0; i < t->br; i++)
+            if (t->ld[i] != t->ld[i])
+                for (int64_t s = 0; s < bc; s++) t->St[s * t->ldp + i] = 0;
     FN(attn_mask_tile)(t->g, t->St, t->ldp, t->mask, t->i0, t->br, s0, bc);
 }
 
@@ -266,7 +272,7 @@ static void FN(attn_output_rows)(FN(attn_task) *t, const cattn_attn_run *run)
         const int64_t bc = cattn_min64(BC, t->s_end - s0);
         const uint8_t flag = run->vflags[t->u * run->nblk + s0 / BC];
         const int huge = (flag & 2) != 0;
-        FN(attn_block_scores)(t, s0, bc);
+        FN(attn_block_scores)(t, s0, bc, 0);
         FN(attn_online_step)(St, ldp, bc, t->brp, t->m, t->corr, t->mu, t->ts);
         if (huge)                                 /* P / ts: a convex combination */
             for (int64_t i = 0; i < t->brp; i++) {
@@ -295,7 +301,8 @@ static void FN(attn_output_rows)(FN(attn_task) *t, const cattn_attn_run *run)
 /* Weight rows (attention_weights): pass 0 finds m and l over every key
  * block, pass 1 recomputes the scores and writes W = exp(s - m) / l. A row
  * whose l is NaN (a NaN or +inf score) is NaN at every position it attends
- * to and 0 where masked, as softmax([inf, 1]) = [nan, nan]. */
+ * to (whatever its score, -inf included) and 0 where masked, as
+ * softmax([inf, 1]) = [nan, nan]. */
 static void FN(attn_weight_rows)(FN(attn_task) *t)
 {
     const cattn_attn_args *g = t->g;
@@ -304,15 +311,19 @@ static void FN(attn_weight_rows)(FN(attn_task) *t)
     T *St = t->St, *W = (T *)g->W + g->offw[t->uq] + t->i0 * g->rsw;
     for (int64_t s0 = 0; s0 < t->s_end; s0 += BC) {              /* pass 0 */
         const int64_t bc = cattn_min64(BC, t->s_end - s0);
-        FN(attn_block_scores)(t, s0, bc);
+        FN(attn_block_scores)(t, s0, bc, 0);
         FN(attn_online_step)(St, ldp, bc, t->brp, t->m, t->corr, t->mu, t->ts);
         for (int64_t i = 0; i < br; i++)
             t->ld[i] = t->ld[i] * (double)t->corr[i] + (double)t->ts[i];
     }
-    for (int64_t i = 0; i < t->brp; i++) t->mu[i] = i < br && t->m[i] != ninf ? t->m[i] : (T)0;
+    int nan_rows = 0;
+    for (int64_t i = 0; i < t->brp; i++) {
+        t->mu[i] = i < br && t->m[i] != ninf ? t->m[i] : (T)0;
+        nan_rows |= i < br && t->ld[i] != t->ld[i];
+    }
     for (int64_t s0 = 0; s0 < t->s_end; s0 += BC) {              /* pass 1 */
         const int64_t bc = cattn_min64(BC, t->s_end - s0);
-        FN(attn_block_scores)(t, s0, bc);
+        FN(attn_block_scores)(t, s0, bc, nan_rows);
         for (int64_t i = 0; i < br; i++)                  /* NaN rows, before exp */
             if (t->ld[i] != t->ld[i])
                 for (int64_t s = 0; s < bc; s++)
