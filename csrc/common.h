@@ -22,6 +22,14 @@
 #define CATTN_X86 1
 #endif
 
+/* template helpers for the *_tmpl.h files (each included once per type with
+ * SFX = f32 / f64 defined): FN(name) = name_SFX */
+#define CATTN_CAT2_(a, b) a##_##b
+#define CATTN_CAT2(a, b) CATTN_CAT2_(a, b)
+#define CATTN_CAT3_(a, b, c) a##_##b##_##c
+#define CATTN_CAT3(a, b, c) CATTN_CAT3_(a, b, c)
+#define FN(name) CATTN_CAT2(name, SFX)
+
 static inline int64_t cattn_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t cattn_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t cattn_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -8,9 +8,6 @@
  *               -> jr (NR) -> ir (MR) -> micro-kernel.
  * Threads own disjoint blocks of C (a tm x tn grid) and pack privately.
  */
-#define CAT2_(a, b) a##_##b
-#define CAT2(a, b) CAT2_(a, b)
-#define FN(name) CAT2(name, SFX)
 
 typedef struct {
     T *C; int64_t rsc, csc;
@@ -309,9 +306,6 @@ int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
 }
 
 #undef GEMV_CHUNK
-#undef FN
-#undef CAT2
-#undef CAT2_
 /* the includer's parameters */
 #undef T
 #undef SFX

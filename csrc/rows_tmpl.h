@@ -4,10 +4,7 @@
  * and calls the dispatch table's kernel per row: which thread computes a
  * value never changes it. Contracts in cattn.h.
  */
-#define CAT2_(a, b) a##_##b
-#define CAT2(a, b) CAT2_(a, b)
-#define FN(name) CAT2(name, SFX)
-#define KT(name) cattn_kt.CAT2(name, SFX)
+#define KT(name) cattn_kt.CATTN_CAT2(name, SFX)
 
 /* softmax along the middle axis of an (outer, n, inner) view. Unit inner
  * strides take the column kernel (blocks of COLS columns, inner vectorized,
@@ -113,9 +110,6 @@ int FN(cattn_vexp)(T *y, const T *x, int64_t n, int nonpos)
 }
 
 #undef KT
-#undef FN
-#undef CAT2
-#undef CAT2_
 /* the includer's parameters */
 #undef T
 #undef SFX

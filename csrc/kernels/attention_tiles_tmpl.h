@@ -2,7 +2,7 @@
  * written once; included by kernels/<isa>/attention.c for float and double.
  * The threads, scratch and task order are the driver's (csrc/attention.c);
  * this file computes one task at a time. The includer defines:
- *   PATH, T, SFX, MR, NR, BR, BC     ISA name, type and tile sizes
+ *   PATH, T, SFX                     ISA name, type (tile sizes from config.h)
  *   ukr(k, a, lak, lai, b, ldb, c, ldc, acc)
  *       c[MR,NR] (=|+=) sum_p a[p*lak + i*lai] * b[p*ldb + j]
  *   expsub(x, m, l, n)   x[i] = exp(x[i] - m[i]); l[i] += x[i]   (n % NR == 0)
@@ -28,9 +28,11 @@
 
 #include "../dispatch.h"
 
-#define CAT3_(a, b, c) a##_##b##_##c
-#define CAT3(a, b, c) CAT3_(a, b, c)
-#define FN(name) CAT3(name, PATH, SFX)
+/* register tile (the micro-kernel's) and flash tile, by type */
+#define MR ((int64_t)(sizeof(T) == 4 ? CATTN_MR_F32 : CATTN_MR_F64))
+#define NR ((int64_t)(sizeof(T) == 4 ? CATTN_NR_F32 : CATTN_NR_F64))
+#define BR ((int64_t)(sizeof(T) == 4 ? CATTN_ATTN_BR_F32 : CATTN_ATTN_BR_F64))
+#define BC ((int64_t)(sizeof(T) == 4 ? CATTN_ATTN_BC_F32 : CATTN_ATTN_BC_F64))
 
 /* rows of Q^T panels (NR queries each) scaled: qp[jp][e][j] = Q[i0+jp*NR+j][e]*scale
  * (the includer may provide a faster pack_qt with the same contract) */
@@ -464,22 +466,19 @@ static void FN(attn_scan_v)(const cattn_attn_run *run, int64_t u, int64_t b)
 }
 
 /* this ISA's entries for the dispatch table */
-const cattn_attn_kernels CAT3(cattn_attn, PATH, SFX) = {
+const cattn_attn_kernels CATTN_CAT3(cattn_attn, PATH, SFX) = {
     BR, BC, FN(attn_task_scratch), FN(attn_scan_v), FN(attn_flash_task),
     FN(attn_decode_task), FN(attn_decode_combine)};
 
 #undef pack_qt
-#undef FN
-#undef CAT3
-#undef CAT3_
-/* the includer's parameters */
-#undef PATH
-#undef T
-#undef SFX
 #undef MR
 #undef NR
 #undef BR
 #undef BC
+/* the includer's parameters */
+#undef PATH
+#undef T
+#undef SFX
 #undef ukr
 #undef expsub
 #undef dot_rows

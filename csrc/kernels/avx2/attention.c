@@ -131,10 +131,6 @@ static inline double exp1_avx2_f64(double x) { return cattn_exp_f64(x); }
 #define PATH avx2
 #define T float
 #define SFX f32
-#define MR CATTN_MR_F32
-#define NR CATTN_NR_F32
-#define BR CATTN_ATTN_BR_F32
-#define BC CATTN_ATTN_BC_F32
 #define ukr ukr_avx2_f32_inl
 #define expsub expsub_avx2_f32
 #define dot_rows cattn_dotn_avx2_f32
@@ -147,10 +143,6 @@ static inline double exp1_avx2_f64(double x) { return cattn_exp_f64(x); }
 #define PATH avx2
 #define T double
 #define SFX f64
-#define MR CATTN_MR_F64
-#define NR CATTN_NR_F64
-#define BR CATTN_ATTN_BR_F64
-#define BC CATTN_ATTN_BC_F64
 #define ukr ukr_avx2_f64_inl
 #define expsub expsub_avx2_f64
 #define dot_rows cattn_dotn_avx2_f64

@@ -11,15 +11,13 @@
 #define VOP(op) VOP_(op, VS)
 #define VEXP_(s) cattn_expneg256_##s
 #define VEXP(s) VEXP_(s)
-#define CAT2_(a, b) a##_##b
-#define CAT2(a, b) CAT2_(a, b)
 #define LD(p, v) (masked ? VOP(maskload)((p), mask[v]) : VOP(loadu)(p))
 #define ST(p, v, val) do { if (masked) VOP(maskstore)((p), mask[v], (val)); \
                             else VOP(storeu)((p), (val)); } while (0)
 
 /* masked is a constant at each call: the branches fold away */
 static inline __attribute__((always_inline))
-void CAT2(smx_cols_body, SFX)(T *y, int64_t ys, const T *x, int64_t xs, int64_t n,
+void FN(smx_cols_body)(T *y, int64_t ys, const T *x, int64_t xs, int64_t n,
                               int64_t w, int logsm, const int masked)
 {
     enum { NV = 4 };
@@ -70,17 +68,15 @@ void CAT2(smx_cols_body, SFX)(T *y, int64_t ys, const T *x, int64_t xs, int64_t 
         }
 }
 
-void CAT2(cattn_softmax_cols_avx2, SFX)(T *y, int64_t ys, const T *x, int64_t xs,
+void FN(cattn_softmax_cols_avx2)(T *y, int64_t ys, const T *x, int64_t xs,
                                         int64_t n, int64_t w, int logsm)
 {
-    if (w == 4 * VL) CAT2(smx_cols_body, SFX)(y, ys, x, xs, n, w, logsm, 0);
-    else CAT2(smx_cols_body, SFX)(y, ys, x, xs, n, w, logsm, 1);
+    if (w == 4 * VL) FN(smx_cols_body)(y, ys, x, xs, n, w, logsm, 0);
+    else FN(smx_cols_body)(y, ys, x, xs, n, w, logsm, 1);
 }
 
 #undef ST
 #undef LD
-#undef CAT2
-#undef CAT2_
 #undef VEXP
 #undef VEXP_
 #undef VOP

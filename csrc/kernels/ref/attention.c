@@ -20,10 +20,6 @@
 #define PATH ref
 #define T float
 #define SFX f32
-#define MR CATTN_MR_F32
-#define NR CATTN_NR_F32
-#define BR CATTN_ATTN_BR_F32
-#define BC CATTN_ATTN_BC_F32
 #define ukr cattn_ukr_ref_f32
 #define expsub expsub_ref_f32
 #define dot_rows cattn_dotn_ref_f32
@@ -35,10 +31,6 @@
 #define PATH ref
 #define T double
 #define SFX f64
-#define MR CATTN_MR_F64
-#define NR CATTN_NR_F64
-#define BR CATTN_ATTN_BR_F64
-#define BC CATTN_ATTN_BC_F64
 #define ukr cattn_ukr_ref_f64
 #define expsub expsub_ref_f64
 #define dot_rows cattn_dotn_ref_f64

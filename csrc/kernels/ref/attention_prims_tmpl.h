@@ -2,9 +2,6 @@
  * tiles, written once; included by kernels/ref/attention.c with T, SFX and
  * EXP (the scalar exp of vexp.h) defined. Contracts as in
  * kernels/attention_tiles_tmpl.h. */
-#define CAT2_(a, b) a##_##b
-#define CAT2(a, b) CAT2_(a, b)
-#define FN(name) CAT2(name, SFX)
 
 /* x[i] = exp(x[i] - m[i]); l[i] += x[i] */
 static inline void FN(expsub_ref)(T *x, const T *m, T *l, int64_t n)
@@ -30,9 +27,6 @@ static inline void FN(pv_rows_ref)(T *o, const T *p, const T *V, int64_t rsv, in
     }
 }
 
-#undef FN
-#undef CAT2
-#undef CAT2_
 /* the includer's parameters */
 #undef T
 #undef SFX

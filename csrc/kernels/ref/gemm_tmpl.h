@@ -3,9 +3,6 @@
  * Accumulation in increasing p, so the portable and SIMD paths differ only
  * by FMA rounding. Contracts in dispatch.h.
  */
-#define CAT2_(a, b) a##_##b
-#define CAT2(a, b) CAT2_(a, b)
-#define FN(name) CAT2(name, SFX)
 
 /* c[MR,NR] (=|+=) sum_p a[p*lak + i*lai] * b[p*ldb + j] */
 void FN(cattn_ukr_ref)(int64_t k, const T *a, int64_t lak, int64_t lai,
@@ -39,9 +36,6 @@ void FN(cattn_gemv_tn_ref)(T *C, int64_t ldc, const T *A, int64_t lda, int64_t M
     for (int64_t m = 0; m < M; m++) FN(cattn_dotn_ref)(C + m * ldc, A + m * lda, W, ldw, n, K);
 }
 
-#undef FN
-#undef CAT2
-#undef CAT2_
 /* the includer's parameters */
 #undef T
 #undef SFX

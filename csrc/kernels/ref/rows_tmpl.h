@@ -4,9 +4,6 @@
  * of vexp.h) defined. Contracts in dispatch.h; numerics in rows.c.
  * Sums are kept in double, so a row of any length keeps T's rounding level.
  */
-#define CAT2_(a, b) a##_##b
-#define CAT2(a, b) CAT2_(a, b)
-#define FN(name) CAT2(name, SFX)
 
 /* softmax / log-softmax of one contiguous row */
 void FN(cattn_softmax_row_ref)(T *y, const T *x, int64_t n, int logsm)
@@ -117,9 +114,6 @@ void FN(cattn_exp_ref)(T *y, const T *x, int64_t n, int nonpos)
     for (int64_t i = 0; i < n; i++) y[i] = EXP(x[i]);
 }
 
-#undef FN
-#undef CAT2
-#undef CAT2_
 /* the includer's parameters */
 #undef T
 #undef SFX
