@@ -3,6 +3,8 @@ without cattn would write, float32 in, float32 out, numpy.matmul through
 OpenBLAS and NumPy's elementwise functions (no hand tuning beyond working in
 place on the one score array). The float64 oracle of every op is
 cattn.reference; the tests check cattn against it, these are only peers.
+softmax_, layer_norm, causal_bias and attention are `cattn bench`'s own
+(cattn/cli/bench.py), imported here so both time the same NumPy code.
 
 Shape legend as in the suites: B batch, H (kv) heads, Hq query heads,
 L query length, S key length, E head dim (per head), D = E in bench_nn.py.
@@ -10,6 +12,8 @@ L query length, S key length, E head dim (per head), D = E in bench_nn.py.
 import math
 
 import numpy as np
+
+from cattn.cli.bench import attention, causal_bias, layer_norm, softmax_  # noqa: F401
 
 try:
     import scipy.special as _sp
@@ -19,25 +23,9 @@ except ImportError:  # pragma: no cover
 
 # ---- rows ----------------------------------------------------------------------------
 
-def softmax_(s):
-    """Stable softmax over the last axis, in place on s; returns s."""
-    s -= s.max(axis=-1, keepdims=True)
-    np.exp(s, out=s)
-    s /= s.sum(axis=-1, keepdims=True)
-    return s
-
-
 def scipy_softmax(x):
     """scipy.special.softmax over the last axis."""
     return _sp.softmax(x, axis=-1)
-
-
-def layer_norm(x, w, b, eps=1e-5):
-    """Two-pass layer norm over the last axis, biased variance, then * w + b."""
-    mu = x.mean(-1, keepdims=True)
-    d = x - mu
-    var = np.mean(d * d, axis=-1, keepdims=True)
-    return d / np.sqrt(var + eps) * w + b
 
 
 def gelu_erf(x):
@@ -59,22 +47,6 @@ ACTIVATIONS = {"relu": relu, "gelu": gelu_erf, "gelu_tanh": gelu_tanh}
 
 
 # ---- attention -----------------------------------------------------------------------
-
-def causal_bias(L, S, dtype=np.float32):
-    """(L, S) additive mask, 0 where key j <= query i, -inf above (top-left aligned)."""
-    return np.where(np.tri(L, S, dtype=bool), 0.0, -np.inf).astype(dtype)
-
-
-def attention(q, k, v, scale=None, bias=None):
-    """softmax(Q K^T * scale + bias) V with numpy.matmul, in place on the one
-    (B, H, L, S) score array. q (..., L, E), k (..., S, E), v (..., S, Ev)."""
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    s = np.matmul(q, np.swapaxes(k, -1, -2))
-    s *= s.dtype.type(scale)
-    if bias is not None:
-        s += bias
-    return np.matmul(softmax_(s), v)
-
 
 def gqa_decode(q, k, v, scale=None):
     """Decode with a GQA group's query rows stacked, so K and V are read once:

@@ -43,7 +43,6 @@ machine_info (pytest_benchmark_update_machine_info below) adds cpu_model
 (threadpoolctl), torch, the environment variables that change the figures,
 and the load average at the end of the run.
 """
-import contextlib
 import io
 import math
 import os
@@ -53,6 +52,9 @@ import time
 
 import numpy as np
 import pytest
+
+# the thread limit and warm-up are cattn's own (`cattn bench` uses them too)
+from cattn.cli.bench import WARMUP_S, thread_limit, warm_up  # noqa: F401
 
 try:
     from threadpoolctl import threadpool_info, threadpool_limits
@@ -64,7 +66,6 @@ if HERE not in sys.path:              # `from baselines import ...` in every sui
     sys.path.insert(0, HERE)
 
 THREADS = 2            # threads per library unless a case says otherwise
-WARMUP_S = 0.3         # untimed warm-up per block
 MIN_ROUND_S = 1e-4     # calls shorter than this are grouped into rounds of several
 COLD_MAX_ROUNDS = 40   # rounds with a cache sweep before each (cold_cache=True)
 BLAS_LIBS = ("numpy", "scipy", "numpy+scipy", "reference")
@@ -72,37 +73,7 @@ ENV_KEYS = ("CATTN_ISA", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CO
             "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY", "CATTN_BENCH_PASSES")
 
 
-# ---- threads -----------------------------------------------------------------------
-
-@contextlib.contextmanager
-def thread_limit(n):
-    """n threads inside the block for cattn (this Python thread), every BLAS
-    threadpoolctl sees (NumPy's and SciPy's OpenBLAS) and torch (if imported)."""
-    import cattn
-    torch = sys.modules.get("torch")
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(cattn.num_threads(n))
-        if threadpool_limits is not None:
-            stack.enter_context(threadpool_limits(n, user_api="blas"))
-        if torch is not None:
-            stack.callback(torch.set_num_threads, torch.get_num_threads())
-            torch.set_num_threads(n)
-        yield
-
-
 # ---- timing ------------------------------------------------------------------------
-
-def warm_up(fn, seconds=WARMUP_S):
-    """Call fn for about `seconds` (at least once), untimed; seconds per call."""
-    t0 = time.perf_counter()
-    calls = 0
-    while True:
-        fn()
-        calls += 1
-        elapsed = time.perf_counter() - t0
-        if elapsed >= seconds:
-            return elapsed / calls
-
 
 def time_block(fn, min_time=0.0, min_calls=1):
     """Outside pytest (bench_models.py's script): median seconds per call over

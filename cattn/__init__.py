@@ -6,9 +6,8 @@ __version__ = "0.1.0"
 
 from . import _ext
 from ._threads import get_num_threads, num_threads, set_num_threads
-from .ops import linear, matmul
-from .attention import KVCache, attention_weights, scaled_dot_product_attention
-from .functional import softmax, log_softmax, layer_norm, rms_norm, gelu, silu, relu
+from .ops import (KVCache, attention_weights, gelu, layer_norm, linear, log_softmax, matmul, relu,
+                  rms_norm, scaled_dot_product_attention, silu, softmax)
 from ._config import show_config
 from .plot import plot_attention
 from . import nn

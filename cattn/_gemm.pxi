@@ -1,5 +1,5 @@
-# _gemm.pxi — GEMM entry points (csrc/gemm.c). Included by _ext.pyx.
-#   C[M,N] = A[M,K] · B[K,N]  (+ bias[N], act); C is only written
+# _gemm.pxi — GEMM entry points (csrc/gemm.c). Included by _ext.pyx; called by cattn/ops/gemm.py.
+#   C[M,N] = A[M,K] · B[K,N]  (+ bias[N], act: an _ext.ACT_CODES value); C is only written
 # Strides are in elements; batched calls take int64 offset arrays.
 
 cdef extern from "cattn.h" nogil:

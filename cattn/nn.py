@@ -44,11 +44,11 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ._validate import (INTP_MAX, as_flag, as_int, as_real, check_size, native, physical_memory,
-                        readable, show)
-from .attention import KVCache, attention_weights, scaled_dot_product_attention
-from .functional import layer_norm
-from .ops import linear, matmul
+from ._validate import (FLOAT_DTYPES as _FLOATS, INTP_MAX, as_flag, as_int, as_real, check_size,
+                        native, physical_memory, readable, show)
+from .ops.attention import KVCache, attention_weights, scaled_dot_product_attention
+from .ops.rows import layer_norm
+from .ops.gemm import ACTIVATIONS, linear, matmul
 
 __all__ = [
     "Module", "ModuleList", "Linear", "LayerNorm", "MultiheadAttention",
@@ -58,8 +58,6 @@ __all__ = [
     "generate_square_subsequent_mask",
 ]
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import cattn
-from cattn import _bench
+from cattn.cli import bench as _bench
 from cattn.cli import main
 from helpers import run_python
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .. import attention as _attention
+from ..ops import attention as _attention
 from .. import ops as _ops
 from .._validate import as_int, as_real, contiguous
-from ..functional import layer_norm as _layer_norm_op
+from ..ops.rows import layer_norm as _layer_norm_op
 
 
 def _layer_norm(x, weight, bias, eps):

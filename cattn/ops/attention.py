@@ -1,22 +1,66 @@
-"""cattn.attention — scaled-dot-product attention with torch semantics on
+"""cattn.ops.attention — scaled-dot-product attention with torch semantics on
 NumPy arrays, the attention-weights matrix, and a KV cache.
 
-Legend: B batch, Hq query heads, H kv heads, L queries, S keys, E head dim,
-Ev value dim; "..." are free leading batch dims (broadcast).
+Shape legend (as everywhere in cattn): B batch, Hq query heads, H kv heads
+(H = Hq without GQA), L queries, S keys, E is the head dim (of queries and
+keys), Ev the value dim; "..." are free leading batch dims (broadcast).
+Under GQA (enable_gqa, Hq = H * group) query head h uses kv head h // group.
+
+Python checks and describes the call once (`_prepare` -> an AttentionPlan
+plus the arrays); cattn._ext.attention copies the plan into C's
+cattn_attn_args (csrc/cattn.h) and runs the fused kernel without the GIL.
 """
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
-from . import _ext
-from ._threads import get_num_threads
-from ._validate import (FLOAT_DTYPES, alloc, as_flag, as_float_array, as_int, as_real, check_out,
-                        native, readable, result_dtype, show)
-from .ops import _batch_offsets
+from .. import _ext
+from .._threads import get_num_threads
+from .._validate import (FLOAT_DTYPES, alloc, as_flag, as_float_array, as_float_dtype, as_int,
+                         as_real, check_out, native, readable, result_dtype, show)
+from .gemm import _batch_offsets
 
 _OP = "scaled_dot_product_attention"
 _ALIGN = ("upper_left", "lower_right")
+_MASK = _ext.MASK_KINDS
+
+
+class AttentionPlan(NamedTuple):
+    """One fused attention call as the C kernel sees it (immutable; filled
+    into cattn_attn_args by cattn._ext.attention). Sizes are ints, offsets
+    int64 arrays, strides in elements. The call runs over nkv "units" (one
+    per (batch, kv head)), each with `group` query heads.
+
+    The arrays passed beside the plan: O, the result (..., Hq, L, Ev), or
+    the probabilities (..., Hq, L, S) when `weights`; Q (..., Hq, L, E);
+    K (..., H, S, E); V (..., H, S, Ev); mask None or viewed as (..., Hq,
+    L, S). Query-side arrays (Q, O, mask) are indexed per (unit, group head)
+    (nkv * group offsets), K and V per unit (nkv offsets).
+    """
+    weights: bool      # O holds the probabilities (attention_weights), V is not read
+    nkv: int           # units: prod of the broadcast batch dims, times H
+    group: int         # query heads per kv head (Hq // H under GQA, else 1)
+    L: int             # queries
+    S: int             # keys
+    E: int             # the head dim (of Q and K)
+    Ev: int            # the value dim (S when `weights`: the width of O's rows)
+    scale: float       # multiplies Q K^T
+    causal: bool       # key s visible to query row i iff s <= i + shift
+    shift: int         # 0 ("upper_left", torch) or S - L ("lower_right", KV cache)
+    mask_kind: int     # _ext.MASK_KINDS: "none", "bool" (uint8 bytes, 1 = attend), "additive"
+    offo: np.ndarray   # (nkv * group,) offset of each (L, Ev) / (L, S) block of O
+    rso: int           # row stride of O
+    offq: np.ndarray   # (nkv * group,) offset of each (L, E) block of Q
+    rsq: int
+    offk: np.ndarray   # (nkv,) offset of each (S, E) block of K
+    rsk: int
+    offv: np.ndarray   # (nkv,) offset of each (S, Ev) block of V
+    rsv: int
+    offm: np.ndarray   # (nkv * group,) offset of each (L, S) block of the mask (zeros if none)
+    rsm: int           # mask row stride (along L)
+    csm: int           # mask column stride (along S; 0 when broadcast)
 
 
 def _scale(scale, E, dtype, op):
@@ -41,12 +85,32 @@ def _heads(x):
     return (x.shape[:-3], x.shape[-3]) if x.ndim >= 3 else ((), 1)
 
 
+@functools.lru_cache(maxsize=64)
+def _zeros_offsets(n):
+    z = np.zeros(max(1, n), np.int64)
+    z.flags.writeable = False
+    return z
+
+
+def _offsets(x, batch_shape):
+    """(offsets of each (N, D) block of x over `batch_shape`, row stride)."""
+    es = tuple(s // x.itemsize for s in x.strides)
+    return _batch_offsets(batch_shape, x.shape[:-2], es[:-2]), es[-2]
+
+
 def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
-             causal_alignment, need_value=True):
+             causal_alignment, out=None):
+    """Check the arguments and describe the call: (plan, O, Q, K, V, mask),
+    the arrays as _ext.attention takes them (see AttentionPlan).
+
+    value=None: attention_weights (O is the new (..., Hq, L, S) weights
+    array). Otherwise O is `out` when the kernel can write it in place, else
+    a new (..., Hq, L, Ev) array (the caller copies it into `out`)."""
+    weights = value is None
     q = as_float_array(query, "query", op)
     k = as_float_array(key, "key", op)
-    v = as_float_array(value, "value", op) if need_value else None
-    arrays = [a for a in (q, k, v) if a is not None]
+    v = None if weights else as_float_array(value, "value", op)
+    arrays = (q, k) if weights else (q, k, v)
     for name, a in zip(("query", "key", "value"), arrays):
         if a.ndim < 2:
             raise ValueError(f"{op}: {name} must have at least 2 dims (..., L, E), got shape {a.shape}")
@@ -91,7 +155,7 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
         raise ValueError(f"{op}: batch/head dims of {shapes} do not broadcast") from None
     dtype = result_dtype(*arrays)
     out_batch = batch + ((group,) if group > 1 else ())   # (..., H, group) or (..., Hq)
-    full = (batch[:-1] + (Hq,) if group > 1 else batch)
+    full = (batch[:-1] + (Hq,) if group > 1 else batch)   # (..., Hq)
     scale = _scale(scale, E, dtype, op)
 
     def view_q(x):  # (..., Hq, N, D) -> (..., H, group, N, D) view
@@ -101,16 +165,17 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
         st = x.strides[:-3] + (x.strides[-3] * group, x.strides[-3]) + x.strides[-2:]
         return np.lib.stride_tricks.as_strided(x, sh, st, writeable=x.flags.writeable)
 
-    mask, mkind, offm, rsm, csm = None, 0, _zeros_offsets(math.prod(out_batch)), 0, 0
+    # ---- the mask: viewed through its strides, never expanded
+    mask, mkind, offm, rsm, csm = None, _MASK["none"], _zeros_offsets(math.prod(out_batch)), 0, 0
     if attn_mask is not None:
         try:
             m = native(np.asarray(attn_mask))
         except Exception as e:  # ragged lists, objects NumPy rejects
             raise TypeError(f"{op}: attn_mask could not be converted to an array: {e}") from None
         if m.dtype == np.bool_:
-            mkind = 1
+            mkind = _MASK["bool"]
         elif m.dtype in FLOAT_DTYPES:
-            mkind = 2
+            mkind = _MASK["additive"]
         else:
             raise TypeError(f"{op}: attn_mask has dtype {m.dtype}; expected bool or float")
         target = full + (L, S)
@@ -120,57 +185,47 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
             ok = False
         if not ok:
             raise ValueError(f"{op}: attn_mask of shape {m.shape} does not broadcast to {target}")
-        if mkind == 2 and m.dtype.itemsize > np.dtype(dtype).itemsize:
+        if mkind == _MASK["additive"] and m.dtype.itemsize > np.dtype(dtype).itemsize:
             # float64 mask, float32 compute: finite values stay finite (a value
             # beyond float32's range saturates at +-FLT_MAX instead of becoming
             # the -inf "excluded" sentinel or +inf); +-inf and NaN are kept
             big = np.finfo(dtype).max
             m = np.where(np.isfinite(m), np.clip(m, -big, big), m)
-        m = readable(m, dtype if mkind == 2 else m.dtype)  # cast, aligned (broadcast kept)
-        item = m.itemsize
+        m = readable(m, dtype if mkind == _MASK["additive"] else m.dtype)  # cast, aligned
         mb = view_q(np.broadcast_to(m, target))
-        if mkind == 1:
+        if mkind == _MASK["bool"]:
             mb = mb.view(np.uint8)
-        es = tuple(s // item for s in mb.strides)
+        es = tuple(s // m.itemsize for s in mb.strides)
         offm = _batch_offsets(out_batch, mb.shape[:-2], es[:-2])
         rsm, csm = es[-2], es[-1]
         mask = mb
-    return dict(q=q, k=k, v=v, dtype=dtype, L=L, S=S, E=E, group=group, batch=batch,
-                out_batch=out_batch, full=full, scale=scale, view_q=view_q, mask=mask,
-                mkind=mkind, offm=offm, rsm=rsm, csm=csm, causal=is_causal,
-                shift=(S - L) if causal_alignment == "lower_right" else 0)
 
+    # ---- the result
+    Ev = S if weights else v.shape[-1]
+    shape = full + (L, Ev)
+    if weights:
+        O = alloc(shape, dtype, op, "the (..., L, S) weights")
+    else:
+        if q.ndim == 2 and k.ndim == 2 and v.ndim == 2:
+            shape = shape[-2:]
+        if out is not None:
+            check_out(out, shape, dtype, op, arrays)
+        O = out
+        if O is None or (O.shape[-1] > 1 and O.strides[-1] != O.itemsize):
+            O = alloc(shape, dtype, op, "the result")
 
-@functools.lru_cache(maxsize=64)
-def _zeros_offsets(n):
-    z = np.zeros(max(1, n), np.int64)
-    z.flags.writeable = False
-    return z
-
-
-def _offsets(x, batch_shape):
-    item = x.itemsize
-    es = tuple(s // item for s in x.strides)
-    return _batch_offsets(batch_shape, x.shape[:-2], es[:-2]), es[-2]
-
-
-def _run(p, O=None, W=None):
-    dtype, group, batch, out_batch = p["dtype"], p["group"], p["batch"], p["out_batch"]
-    q = p["view_q"](readable(p["q"], dtype, True))
-    k = readable(p["k"], dtype, True)
-    v = readable(p["v"], dtype, True) if p["v"] is not None else k
-    kv_batch = batch
-    offq, rsq = _offsets(q, out_batch)
-    offk, rsk = _offsets(k, kv_batch)
-    offv, rsv = _offsets(v, kv_batch)
-    target = O if W is None else W
-    offt, rst = _offsets(p["view_q"](target), out_batch)
-    nkv = math.prod(batch)
-    _ext.attention(O if O is not None else q, offt, rst, q, offq, rsq, k, offk, rsk, v, offv, rsv,
-                   p["mask"], p["mkind"], p["offm"], p["rsm"], p["csm"],
-                   W, offt, rst, nkv, group, p["L"], p["S"], p["E"],
-                   v.shape[-1], p["scale"], 1 if p.get("causal") else 0, p["shift"],
-                   get_num_threads())
+    # ---- the operands, readable by the kernels
+    Q = view_q(readable(q, dtype, True))
+    K = readable(k, dtype, True)
+    V = K if weights else readable(v, dtype, True)
+    offq, rsq = _offsets(Q, out_batch)
+    offk, rsk = _offsets(K, batch)
+    offv, rsv = _offsets(V, batch)
+    offo, rso = _offsets(view_q(O), out_batch)
+    plan = AttentionPlan(weights, math.prod(batch), group, L, S, E, Ev, scale, is_causal,
+                         (S - L) if causal_alignment == "lower_right" else 0, mkind,
+                         offo, rso, offq, rsq, offk, rsk, offv, rsv, offm, rsm, csm)
+    return plan, O, Q, K, V, mask
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
@@ -179,7 +234,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """softmax(Q K^T * scale + mask) V, fused (the (L, S) scores are never stored).
 
     query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev) ->
-    (..., Hq, L, Ev); 2-D (L, E) inputs are one head. Leading dims broadcast.
+    (..., Hq, L, Ev), E the head dim; 2-D (L, E) inputs are one head.
+    Leading dims broadcast.
     attn_mask: bool (True = attend) or float (added), broadcastable to
     (..., Hq, L, S), read through its strides (never expanded).
     is_causal: row i sees keys 0..i ("upper_left", torch) or 0..i+S-L
@@ -192,18 +248,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if as_real(dropout_p, "dropout_p", _OP, finite=False) != 0.0:
             raise ValueError(f"{_OP}: dropout_p must be 0 (cattn is an inference engine), "
                              f"got {show(dropout_p)}")
-    p = _prepare(_OP, query, key, value, attn_mask, is_causal, scale, enable_gqa,
-                 causal_alignment)
-    shape = p["full"] + (p["L"], p["v"].shape[-1])
-    if p["q"].ndim == 2 and p["k"].ndim == 2 and p["v"].ndim == 2:
-        shape = shape[-2:]
-    if out is not None:
-        check_out(out, shape, p["dtype"], _OP, (p["q"], p["k"], p["v"]))
-    O = out
-    if O is None or (O.shape[-1] > 1 and O.strides[-1] != O.itemsize):
-        O = alloc(shape, p["dtype"], _OP, "the result")
-    O_full = O.reshape(p["full"] + O.shape[-2:]) if O.ndim != len(p["full"]) + 2 else O
-    _run(p, O=O_full)
+    plan, O, Q, K, V, mask = _prepare(_OP, query, key, value, attn_mask, is_causal, scale,
+                                      enable_gqa, causal_alignment, out)
+    _ext.attention(plan, O, Q, K, V, mask, get_num_threads())
     if out is not None and O is not out:
         out[...] = O
         return out
@@ -217,21 +264,18 @@ def attention_weights(query, key, attn_mask=None, is_causal=False, *, scale=None
     Same arguments and semantics as scaled_dot_product_attention (rows with
     nothing to attend to are zeros), computed by the same kernel tiles."""
     op = "attention_weights"
-    p = _prepare(op, query, key, None, attn_mask, is_causal, scale, enable_gqa,
-                 causal_alignment, need_value=False)
-    shape = p["full"] + (p["L"], p["S"])
-    W = alloc(shape, p["dtype"], op, "the (..., L, S) weights")
+    plan, W, Q, K, V, mask = _prepare(op, query, key, None, attn_mask, is_causal, scale,
+                                      enable_gqa, causal_alignment)
     if W.size:
-        _run(p, W=W)
-    if p["q"].ndim == 2 and p["k"].ndim == 2:
-        W = W.reshape(W.shape[-2:])
+        _ext.attention(plan, W, Q, K, V, mask, get_num_threads())
     return W
 
 
 class KVCache:
     """Preallocated keys and values for incremental decoding.
 
-    k, v: (batch, kv_heads, max_len, head_dim) arrays; `append` writes new
+    k: (B, H, max_len, E) and v: (B, H, max_len, Ev) arrays (B = batch,
+    H = kv_heads, E = head_dim, Ev = value_dim, default E); `append` writes new
     positions; `keys` / `values` are views of the filled prefix (no copy);
     `attend(q)` runs attention of new queries over the filled prefix with
     the KV-cache causal convention (lower_right).
@@ -243,13 +287,7 @@ class KVCache:
 
     def __init__(self, batch, kv_heads, max_len, head_dim, dtype=np.float32, value_dim=None):
         op = "KVCache"
-        try:
-            dtype = np.dtype(dtype)
-        except TypeError:
-            raise TypeError(f"{op}: dtype {show(dtype)} is not a NumPy dtype; use float32 or "
-                            "float64") from None
-        if dtype not in FLOAT_DTYPES:
-            raise TypeError(f"{op}: dtype {dtype} not supported; use float32 or float64")
+        dtype = as_float_dtype(dtype, op)
         batch = as_int(batch, "batch", op)
         kv_heads = as_int(kv_heads, "kv_heads", op)
         max_len = as_int(max_len, "max_len", op)
