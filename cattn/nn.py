@@ -12,16 +12,26 @@ What it is not: a training library. There is no autograd; `dropout`
 arguments are accepted for torch compatibility and ignored, i.e. every module
 behaves as a torch module in eval() mode.
 
-Reading order: Module (parameters, state_dict) -> Linear, LayerNorm ->
+Reading order: Module (parameters, state_dict; skip_init) -> Linear,
+LayerNorm, Embedding -> RealTokens (the real-tokens-only layout) ->
 MultiheadAttention -> TransformerEncoderLayer, TransformerDecoderLayer ->
 TransformerEncoder, TransformerDecoder -> PositionalEncoding,
 RotaryEmbedding -> DecoderOnly (GPT-style stack with per-layer KV caches).
+Models (cattn.models) are built from these classes, never beside them.
 
 Shape legend (batch_first=True, the default here; torch defaults to False):
     B batch, L target (query) length, S source (key) length,
-    E embed dim (d_model), H heads, D = E // H head dim, F feed-forward dim.
+    E embed dim (d_model), H heads, D = E // H head dim, F feed-forward dim,
+    T real (non-padding) tokens of a padded batch (the token rows (T, E)).
 Activations are (B, L, E); with batch_first=False they are (L, B, E), as in
 torch. Unbatched (L, E) inputs are accepted by MultiheadAttention.
+
+Real tokens only: with a key padding mask, the encoder layer and stack can
+skip the padding (forward(..., skip_padding=True), or forward_tokens on the
+(T, E) rows with a RealTokens): projections, norms and the feed-forward
+network run on the T real tokens, attention on the padded layout with the
+padding keys masked. Real positions get the full path's values; padding
+positions are 0.
 
 Documented departures from torch:
 - batch_first=True and need_weights=False by default.
@@ -37,6 +47,8 @@ Documented departures from torch:
 - load_state_dict casts floating-point arrays of another precision to the
   module's dtype (torch's copy_ semantics), after checking that no finite
   value overflows; non-float arrays raise TypeError.
+- Extensions, all keyword-only or extra methods: skip_padding= on the
+  encoder layer and stack, forward_tokens, kv_cache= (DecoderOnly).
 """
 import contextvars
 import copy
