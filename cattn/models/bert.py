@@ -86,7 +86,7 @@ class BertConfig:
         return self.hidden_size // self.num_attention_heads
 
 
-# Hugging Face hidden_act names -> cattn.linear epilogue activations.
+# Hugging Face hidden_act names -> cattn.nn activation names (fused in the GEMM epilogue).
 # BERT's "gelu" is the exact erf form.
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                 "relu": "relu", "silu": "silu", "swish": "silu"}
