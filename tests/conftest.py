@@ -20,11 +20,11 @@ def _restore_thread_setting():
 
 
 # hypothesis profiles ("default": bounded, "long": HYPOTHESIS_PROFILE=long),
-# registered once for every test module that uses hypothesis
+# registered once for every test module that uses hypothesis (tests/ is on
+# sys.path: pytest's "prepend" import mode, as for the test modules)
 try:
-    from . import _hypothesis_setup  # noqa: F401
+    import hypothesis  # noqa: F401
 except ImportError:
-    try:
-        import _hypothesis_setup  # noqa: F401
-    except ImportError:
-        pass
+    pass
+else:
+    import cattn_testing.profiles  # noqa: F401
