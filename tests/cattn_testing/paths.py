@@ -23,6 +23,8 @@ TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # variables that force a kernel path before import (a value of "" or "0" forces nothing)
 FORCING_VARIABLES = ("CATTN_FORCE_PORTABLE", "CATTN_ISA")
+# set by run_pytest: tests/conftest.py stops the run if cattn chose another path
+EXPECT_PATH_VARIABLE = "CATTN_TESTING_EXPECT_PATH"
 
 
 class KernelPath(NamedTuple):
@@ -85,6 +87,7 @@ def run_pytest(path, test_files):
     for name in FORCING_VARIABLES:
         env.pop(name, None)
     env.update(PATHS[path].force_env)
+    env[EXPECT_PATH_VARIABLE] = path
     r = _run(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", "not torch"]
              + [os.path.join(TESTS, os.path.basename(f)) for f in test_files], env, 900)
     assert r.returncode == 0, f"{path}-path run failed:\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}"
