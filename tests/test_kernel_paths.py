@@ -40,10 +40,10 @@ def _modules():
 
 @pytest.mark.parametrize("path", list(PATHS))
 def test_op_modules_on_path(path):
-    if path == kernel_path():
-        pytest.skip(f"this session runs on the {path} path")
     if forced_by():
         pytest.skip(f"this session is forced onto one kernel path ({forced_by()})")
+    if path == kernel_path():
+        pytest.skip(f"this session runs on the {path} path")
     if not PATHS[path].available():
         pytest.skip(f"this CPU has no {path} kernels")
     if PATHS[path].force_env is None:
