@@ -7,7 +7,7 @@ import pytest
 import cattn
 from cattn.cli import bench as _bench
 from cattn.cli import main
-from helpers import run_python
+from cattn_testing.paths import run_python
 
 
 def _config_text():

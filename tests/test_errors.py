@@ -24,7 +24,7 @@ import cattn.nn as cnn
 import cattn.ops.attention
 import cattn.ops.gemm
 from cattn import _threads, _validate, reference
-from helpers import run_python
+from cattn_testing.paths import run_python
 
 try:  # NumPy >= 1.25
     from numpy.exceptions import AxisError

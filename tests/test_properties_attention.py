@@ -1,7 +1,7 @@
 """Property-based tests (hypothesis) of cattn.scaled_dot_product_attention,
 cattn.attention_weights and cattn.KVCache against the float64 oracle
-cattn.reference (tolerance: tests/attn_check.py; NaN / inf handling:
-prop_check.check_attention).
+cattn.reference (tolerance: cattn_testing/attention.py; NaN / inf handling:
+cattn_testing.properties.check_attention).
 
 Each example draws:
   * sizes: L (decode path L <= 8, flash path with one or several 96-row
@@ -26,8 +26,8 @@ hypothesis = pytest.importorskip("hypothesis", reason="the property tests need h
 from hypothesis import assume, event, given, note, strategies as st  # noqa: E402
 
 import cattn  # noqa: E402
-from prop_check import check_attention, check_attention_weights, threads_bitwise  # noqa: E402
-from strategies import (arrays, dtypes, examples, layouts, lay_out,  # noqa: E402
+from cattn_testing.properties import check_attention, check_attention_weights, threads_bitwise  # noqa: E402
+from cattn_testing.strategies import (arrays, dtypes, examples, layouts, lay_out,  # noqa: E402
                         poisoned_out, sizes, values)
 
 sdpa = cattn.scaled_dot_product_attention
@@ -194,7 +194,7 @@ def test_sdpa_nan_inf(case):
     """NaN / +-inf anywhere in q, k, v (and NaN / +-1e30 in float masks): NaN
     exactly in the rows (or value columns) whose attended inputs hold them,
     never in rows that do not attend to them; inf in an attended value gives
-    inf; see prop_check.check_attention for the one unjudged case."""
+    inf; see cattn_testing.properties.check_attention for the one unjudged case."""
     q, k, v, kw = case
     assume(_is_valid(q, k, v, kw))
     check_attention(threads_bitwise(lambda: sdpa(q, k, v, **kw)), q, k, v, **kw)

@@ -1,7 +1,7 @@
 """Property-based tests (hypothesis) of the row ops: softmax and log_softmax
 (any axis), layer_norm, rms_norm, gelu (approximate "none" / "tanh"), silu
 and relu, against the float64 oracle cattn.reference (checkers and their
-tolerances: prop_check.py).
+tolerances: cattn_testing/properties.py).
 
 Each example draws a shape (0 to 4 dims, zero-size and 1-sized dims
 included), a dtype (mixed float32 / float64 where an op takes several
@@ -20,9 +20,9 @@ hypothesis = pytest.importorskip("hypothesis", reason="the property tests need h
 from hypothesis import given, note, strategies as st  # noqa: E402
 
 import cattn  # noqa: E402
-from prop_check import (check_activation, check_layer_norm, check_rms_norm,  # noqa: E402
+from cattn_testing.properties import (check_activation, check_layer_norm, check_rms_norm,  # noqa: E402
                         check_softmax, threads_bitwise)
-from strategies import F32, F64, arrays, dtypes, examples, layouts, poisoned_out, sizes  # noqa: E402
+from cattn_testing.strategies import F32, F64, arrays, dtypes, examples, layouts, poisoned_out, sizes  # noqa: E402
 
 ROW_EDGES = (7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65)   # vector widths and tails
 
@@ -208,7 +208,7 @@ def test_act_reference_forms():
     """act_reference's erfc / expit forms equal cattn.reference's formulas
     where those are accurate (|x| <= 3: no cancellation in 1 + erf, 1 + tanh)."""
     from cattn import reference
-    from prop_check import act_reference
+    from cattn_testing.properties import act_reference
     x = np.linspace(-3, 3, 2001)
     np.testing.assert_allclose(act_reference("gelu", x), reference.gelu(x), rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(act_reference("gelu_tanh", x), reference.gelu_tanh(x),

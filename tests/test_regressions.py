@@ -303,12 +303,12 @@ def test_array_for_string_or_float_argument_message(arg):
 
 def test_reference_oracle_limits_are_worked_around():
     """Two limits of cattn.reference met while writing the properties (the
-    checkers in prop_check.py work around both; not cattn bugs):
+    checkers in cattn_testing/properties.py work around both; not cattn bugs):
     * reference.gelu / gelu_tanh cancel in 1 + erf / 1 + tanh for x < -5:
       at x = -8 the float64 reference is off by ~20 % (float32 itself has
-      ~7 correct digits there); prop_check.act_reference uses erfc / expit;
+      ~7 correct digits there); cattn_testing.properties.act_reference uses erfc / expit;
     * reference.scaled_dot_product_attention fails when the value has more
-      leading batch dims than query and key (prop_check.broadcast_qkv)."""
+      leading batch dims than query and key (cattn_testing.properties.broadcast_qkv)."""
     from scipy import special as sp
     exact = 0.5 * -8.0 * sp.erfc(8.0 / math.sqrt(2.0))
     assert abs(reference.gelu(np.array([-8.0]))[0] / exact - 1) > 1e-3

@@ -1,4 +1,4 @@
-"""Shared checks for cattn's tests: compare against cattn.reference (float64)
+"""GEMM checks (matmul, linear): compare against cattn.reference (float64)
 with a tolerance derived from floating-point error analysis.
 
 Why sqrt(K): each output element is a dot product of length K, computed with
@@ -24,48 +24,26 @@ missed K block or a misplaced element changes an entry by ~|a||b| ~ 1 while
 the tolerance is ~1e-2 even at K = 1000 (see test_checker_rejects_*).
 """
 import math
-import os
-import subprocess
-import sys
 
 import numpy as np
 
-import cattn
 from cattn import reference
 
+from .numerics import assert_within, eps, result_dtype
+
 LAM_EPS = 5.0  # lam * u with lam = 10, expressed in units of eps
-
-
-def _eps(dtype):
-    return float(np.finfo(dtype).eps)
 
 
 def gemm_tol(a_abs_b_abs, K, dtype, extra_terms=0):
     """Elementwise tolerance for a dot-product result of length K."""
     c = LAM_EPS * (2.0 if np.dtype(dtype) == np.float64 else 1.0)
-    return c * math.sqrt(max(K + extra_terms, 1)) * _eps(dtype) * a_abs_b_abs
-
-
-def assert_within(got, ref, tol, what=""):
-    got64 = np.asarray(got, dtype=np.float64)
-    assert got64.shape == ref.shape, f"{what}: shape {got64.shape} != reference {ref.shape}"
-    err = np.abs(got64 - ref)
-    bad = ~(err <= tol)  # NaN in got counts as bad
-    if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise AssertionError(
-            f"{what}: {int(bad.sum())} of {bad.size} entries out of tolerance; first at {idx}: "
-            f"got {got64[idx]!r}, reference {ref[idx]!r}, |err| {err[idx]:.3g} > tol {tol[idx]:.3g}")
-
-
-def expected_dtype(*arrays):
-    return np.result_type(*[np.asarray(x).dtype for x in arrays])
+    return c * math.sqrt(max(K + extra_terms, 1)) * eps(dtype) * a_abs_b_abs
 
 
 def check_matmul(got, a, b):
     """got must equal numpy.matmul(a, b) in shape and dtype and match the
     float64 reference within gemm_tol."""
-    dtype = expected_dtype(a, b)
+    dtype = result_dtype(a, b)
     assert got.dtype == dtype, f"dtype {got.dtype} != {dtype}"
     ref = reference.matmul(a, b)
     K = np.shape(a)[-1]
@@ -84,7 +62,7 @@ def check_linear(got, x, weight, bias=None, activation=None):
     (0.5 * z * (1 + erf(...)) and friends), each relative to |z| (the
     1 + erf cancellation makes it relative to |z|, not to the output): 8 eps |z|."""
     arrays = [x, weight] + ([bias] if bias is not None else [])
-    dtype = expected_dtype(*arrays)
+    dtype = result_dtype(*arrays)
     assert got.dtype == dtype, f"dtype {got.dtype} != {dtype}"
     z = reference.linear(x, weight, bias)
     ref = reference.linear(x, weight, bias, activation)
@@ -93,26 +71,6 @@ def check_linear(got, x, weight, bias=None, activation=None):
                              None if bias is None else np.abs(np.asarray(bias)))
     tol = ACT_SLOPE[activation] * gemm_tol(bound, K, dtype, extra_terms=bias is not None)
     if activation is not None:
-        tol = tol + 8 * _eps(dtype) * np.abs(z)
+        tol = tol + 8 * eps(dtype) * np.abs(z)
     assert_within(got, ref, tol, f"linear x{np.shape(x)} w{np.shape(weight)} act={activation}")
 
-
-def randn(rng, shape, dtype=np.float32):
-    return rng.standard_normal(shape).astype(dtype)
-
-
-def run_python(code, **env):
-    """Run `code` in a fresh interpreter that imports this same cattn;
-    return its stdout (fails the test on a non-zero exit)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(cattn.__file__)))
-    e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join([root, os.path.dirname(__file__)] +
-                                      [p for p in [e.get("PYTHONPATH")] if p])
-    e.update(env)
-    # cwd = tests/: a child started in the repo root would import the
-    # uncompiled source tree instead of the installed package
-    r = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True,
-                       cwd=os.path.dirname(os.path.abspath(__file__)),
-                       text=True, timeout=120)
-    assert r.returncode == 0, f"subprocess failed ({r.returncode}):\n{r.stderr}"
-    return r.stdout

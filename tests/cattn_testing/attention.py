@@ -1,4 +1,4 @@
-"""Shared checks for the attention tests: compare cattn against the float64
+"""Attention checks: compare cattn against the float64
 oracle cattn.reference (and torch) with a tolerance derived from the
 arithmetic, never against cattn's own output.
 
@@ -34,25 +34,15 @@ S = 513) is two orders of magnitude above this tolerance for unit-normal
 data (see test_checker_rejects_* in test_attention.py).
 """
 import math
-import os
-import subprocess
-import sys
 
 import numpy as np
 
-import cattn
 from cattn import reference
 
+from . import numerics
+from .numerics import result_dtype
+
 MIN_BC = 96   # smallest kv block (float64 flash); decode chunks are 256 keys
-
-
-def rn(rng, shape, dtype=np.float32):
-    """Unit-normal data of the given shape and dtype."""
-    return rng.standard_normal(shape).astype(dtype)
-
-
-def result_dtype(*arrays):
-    return np.result_type(*[np.asarray(a).dtype for a in arrays if a is not None])
 
 
 def _gqa_repeat(x, hq, enable_gqa):
@@ -119,26 +109,9 @@ def expected_weights(q, k, attn_mask=None, is_causal=False, scale=None, enable_g
 
 
 def assert_close(got, ref, tol, what=""):
-    """Shapes equal; NaN exactly where the reference has NaN; inf entries
-    equal; finite entries within tol."""
-    got64 = np.asarray(got, dtype=np.float64)
-    assert got64.shape == ref.shape, f"{what}: shape {got64.shape} != reference {ref.shape}"
-    nan_g, nan_r = np.isnan(got64), np.isnan(ref)
-    if (nan_g != nan_r).any():
-        idx = tuple(int(i) for i in np.argwhere(nan_g != nan_r)[0])
-        raise AssertionError(
-            f"{what}: NaN pattern differs at {int((nan_g != nan_r).sum())} entries; first at "
-            f"{idx}: got {got64[idx]!r}, reference {ref[idx]!r}")
-    fin = np.isfinite(ref) & ~nan_g
-    inf_bad = ~nan_r & ~np.isfinite(ref) & (got64 != ref)
-    with np.errstate(invalid="ignore"):
-        err = np.where(fin, np.abs(got64 - ref), 0.0)
-        bad = inf_bad | (fin & ~(err <= np.where(np.isnan(tol), np.inf, tol)))
-    if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise AssertionError(
-            f"{what}: {int(bad.sum())} of {bad.size} entries out of tolerance; first at {idx}: "
-            f"got {got64[idx]!r}, reference {ref[idx]!r}, |err| {err[idx]:.3g} > tol {tol[idx]:.3g}")
+    """numerics.assert_close where a NaN tolerance (a row whose error bound
+    is NaN) accepts any value at a finite reference entry."""
+    numerics.assert_close(got, ref, tol, what, nan_tol_accepts=True)
 
 
 def check_sdpa(got, q, k, v, what="", **kw):
@@ -158,5 +131,3 @@ def check_weights(got, q, k, what="", **kw):
     assert_close(got, ref, tol, what or f"weights q{np.shape(q)} k{np.shape(k)} {kw}")
     return ref
 
-
-from helpers import run_python  # noqa: E402,F401  (shared subprocess runner)

@@ -19,28 +19,28 @@ import os
 
 from hypothesis import HealthCheck, Phase, settings
 
-_SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+_COMMON = dict(
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.filter_too_much],
+    # no "explain" phase: it re-runs failing examples many times (slow here)
+    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
+)
 
 settings.register_profile(
     "default",
     max_examples=int(os.environ.get("HYPOTHESIS_DEFAULT_EXAMPLES", "30")),
-    deadline=None,
     derandomize=True,
     database=None,
-    print_blob=True,
-    suppress_health_check=_SUPPRESS,
-    # no "explain" phase: it re-runs failing examples many times (slow here)
-    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
+    **_COMMON,
 )
 settings.register_profile("ci", parent=settings.get_profile("default"))
 settings.register_profile(
     "long",
     max_examples=int(os.environ.get("HYPOTHESIS_LONG_EXAMPLES", "1000")),
-    deadline=None,
     derandomize=False,
-    print_blob=True,
-    suppress_health_check=_SUPPRESS,
-    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
+    **_COMMON,
 )
 
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))

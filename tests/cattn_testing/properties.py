@@ -12,8 +12,8 @@ failure, and so is a missing one), finite entries within a tolerance:
   some term is +-inf and none of the opposite sign. `ieee_gemm` computes that
   pattern with boolean matmuls (never trusting a BLAS with NaN), and the
   finite entries, which never touch a non-finite input, from the reference
-  with the non-finite inputs zeroed. Finite entries: helpers.gemm_tol
-  (5 sqrt(K) eps |A||B|, see tests/helpers.py). The properties keep |values|
+  with the non-finite inputs zeroed. Finite entries: gemm.gemm_tol
+  (5 sqrt(K) eps |A||B|, see gemm.py). The properties keep |values|
   <= ~1e3 so that no finite float32 dot product overflows.
 * Activations of +-inf pre-activations are their limits: act(+inf) = +inf,
   act(-inf) = -inf (none), 0 (relu), -0 (gelu, gelu_tanh, silu); NaN stays
@@ -28,44 +28,18 @@ import math
 import numpy as np
 
 from cattn import reference
-from helpers import ACT_SLOPE, gemm_tol
 
-FINFO = {np.dtype(np.float32): np.finfo(np.float32), np.dtype(np.float64): np.finfo(np.float64)}
-
-
-def _eps(dtype):
-    return float(np.finfo(dtype).eps)
+from .attention import _gqa_repeat, assert_close as assert_close_attention, expected_sdpa, \
+    expected_weights
+from .gemm import ACT_SLOPE, gemm_tol
+from .numerics import assert_close, eps, result_dtype
+from .numerics import threads_bitwise  # noqa: F401  (the property tests use it with the checkers)
 
 
 def _c(dtype):
     """Both sides carry rounding errors of the same size for float64 results
     (float64 reference): tolerances double."""
     return 2.0 if np.dtype(dtype) == np.float64 else 1.0
-
-
-def compare(got, ref, tol, what=""):
-    """NaN exactly where ref is NaN; inf entries equal; finite within tol.
-    ref and tol are float64 arrays of got's shape."""
-    got64 = np.asarray(got, dtype=np.float64)
-    assert got64.shape == ref.shape, f"{what}: shape {got64.shape} != expected {ref.shape}"
-    nan_g, nan_r = np.isnan(got64), np.isnan(ref)
-    if (nan_g != nan_r).any():
-        idx = tuple(int(i) for i in np.argwhere(nan_g != nan_r)[0])
-        raise AssertionError(
-            f"{what}: NaN pattern differs at {int((nan_g != nan_r).sum())} of {ref.size} entries; "
-            f"first at {idx}: got {got64[idx]!r}, expected {ref[idx]!r}")
-    inf_r = np.isinf(ref)
-    bad_inf = inf_r & (got64 != ref)
-    fin = np.isfinite(ref)
-    with np.errstate(invalid="ignore"):
-        err = np.where(fin & ~nan_g, np.abs(got64 - ref), 0.0)
-        bad = bad_inf | (fin & ~(err <= tol))          # NaN/inf got where finite expected: bad
-        bad |= fin & ~np.isfinite(got64)
-    if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise AssertionError(
-            f"{what}: {int(bad.sum())} of {bad.size} entries wrong; first at {idx}: got "
-            f"{got64[idx]!r}, expected {ref[idx]!r}, |err| {err[idx]:.3g} > tol {float(tol[idx]):.3g}")
 
 
 # ---------------------------------------------------------------- GEMM
@@ -118,10 +92,10 @@ def expected_matmul(a, b):
 
 
 def check_matmul(got, a, b, what="matmul"):
-    dtype = np.result_type(np.asarray(a).dtype, np.asarray(b).dtype)
+    dtype = result_dtype(a, b)
     assert got.dtype == dtype, f"{what}: dtype {got.dtype} != {dtype}"
     ref, tol = expected_matmul(a, b)
-    compare(got, ref, tol, f"{what} {np.shape(a)} @ {np.shape(b)}")
+    assert_close(got, ref, tol, f"{what} {np.shape(a)} @ {np.shape(b)}")
 
 
 _ACT_AT_INF = {None: (np.inf, -np.inf), "relu": (np.inf, 0.0), "gelu": (np.inf, 0.0),
@@ -131,7 +105,7 @@ _ACT_AT_INF = {None: (np.inf, -np.inf), "relu": (np.inf, 0.0), "gelu": (np.inf, 
 def expected_linear(x, weight, bias=None, activation=None):
     """(ref, tol) for cattn.linear: z = x @ W.T + bias with the IEEE pattern
     of ieee_gemm (a NaN bias makes its column NaN, an inf bias joins the
-    inf terms), then the activation; finite entries: helpers.check_linear's
+    inf terms), then the activation; finite entries: gemm.check_linear's
     budget (GEMM + bias tolerance times the activation's largest slope, plus
     8 eps |z| for the activation's own evaluation)."""
     x = np.asarray(x)
@@ -154,7 +128,7 @@ def expected_linear(x, weight, bias=None, activation=None):
     act = reference.ACTIVATIONS[activation]
     ref = act(z)
     if activation is not None:
-        tol = tol + 8 * _eps(dtype) * np.abs(z)
+        tol = tol + 8 * eps(dtype) * np.abs(z)
     up, down = _ACT_AT_INF[activation]
     ref = np.where(np.isnan(special), np.nan,
                    np.where(special == np.inf, up, np.where(special == -np.inf, down, ref)))
@@ -164,11 +138,10 @@ def expected_linear(x, weight, bias=None, activation=None):
 
 
 def check_linear(got, x, weight, bias=None, activation=None, what="linear"):
-    arrays = [x, weight] + ([bias] if bias is not None else [])
-    dtype = np.result_type(*[np.asarray(t).dtype for t in arrays])
+    dtype = result_dtype(x, weight, bias)
     assert got.dtype == dtype, f"{what}: dtype {got.dtype} != {dtype}"
     ref, tol = expected_linear(x, weight, bias, activation)
-    compare(got, ref, tol, f"{what} x{np.shape(x)} w{np.shape(weight)} act={activation}")
+    assert_close(got, ref, tol, f"{what} x{np.shape(x)} w{np.shape(weight)} act={activation}")
 
 
 # ---------------------------------------------------------------- softmax
@@ -181,7 +154,7 @@ def softmax_tol(x64, ref, axis, log, dtype):
     n = x64.shape[axis] if x64.ndim else 1
     lanes = 32 if np.dtype(dtype) == np.float32 else 4
     spread = n / lanes / 2
-    e = _eps(dtype) * _c(dtype)
+    e = eps(dtype) * _c(dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         if log:
             return e * (2 * np.abs(ref) + spread + 8)
@@ -202,7 +175,7 @@ def check_softmax(got, x, axis, log, what="softmax"):
         # the exact result rounded to the output dtype: a log-probability of
         # -6e38 is -inf in float32 (x - max overflows), as it must be
         ref = ref.astype(dtype).astype(np.float64)
-    compare(got, ref, np.where(np.isfinite(tol), tol, np.inf), what)
+    assert_close(got, ref, np.where(np.isfinite(tol), tol, np.inf), what)
 
 
 # ---------------------------------------------------------------- norms
@@ -213,8 +186,7 @@ def check_layer_norm(got, x, w, b, eps_, what="layer_norm"):
     r term is the float64 reference's own error: its plain two-pass mean is
     off by ~u |mean|, which shifts every t by ~u |mean| / std; it matters only
     for float64 rows with a large mean and a small spread)."""
-    arrays = [t for t in (x, w, b) if t is not None]
-    dtype = np.result_type(*[np.asarray(t).dtype for t in arrays])
+    dtype = result_dtype(x, w, b)
     assert got.dtype == dtype and got.shape == np.shape(x), f"{what}: {got.dtype} {got.shape}"
     x64 = np.asarray(x, np.float64)
     with np.errstate(all="ignore"):
@@ -224,20 +196,19 @@ def check_layer_norm(got, x, w, b, eps_, what="layer_norm"):
         r = np.abs(mu) / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + eps_)
         aw = 1.0 if w is None else np.abs(np.asarray(w, np.float64))
         ab = 0.0 if b is None else np.abs(np.asarray(b, np.float64))
-        tol = 4 * _c(dtype) * _eps(dtype) * ((np.abs(t) + 1 + r) * aw + ab) + float(np.finfo(dtype).tiny)
-    compare(got, ref, np.where(np.isnan(tol), np.inf, tol), what)
+        tol = 4 * _c(dtype) * eps(dtype) * ((np.abs(t) + 1 + r) * aw + ab) + float(np.finfo(dtype).tiny)
+    assert_close(got, ref, np.where(np.isnan(tol), np.inf, tol), what)
 
 
 def check_rms_norm(got, x, w, eps_, what="rms_norm"):
     """Three roundings (sum of squares in a wider type or pairwise, rsqrt, the
     products): |y - ref| <= c 4 e |ref| + tiny."""
-    arrays = [t for t in (x, w) if t is not None]
-    dtype = np.result_type(*[np.asarray(t).dtype for t in arrays])
+    dtype = result_dtype(x, w)
     assert got.dtype == dtype and got.shape == np.shape(x), f"{what}: {got.dtype} {got.shape}"
     with np.errstate(all="ignore"):
         ref = reference.rms_norm(x, w, eps_)
-        tol = 4 * _c(dtype) * _eps(dtype) * np.abs(ref) + float(np.finfo(dtype).tiny)
-    compare(got, ref, np.where(np.isnan(tol), np.inf, tol), what)
+        tol = 4 * _c(dtype) * eps(dtype) * np.abs(ref) + float(np.finfo(dtype).tiny)
+    assert_close(got, ref, np.where(np.isnan(tol), np.inf, tol), what)
 
 
 # ---------------------------------------------------------------- activations
@@ -305,9 +276,9 @@ def check_activation(got, x, name, what=""):
         tol = np.where(np.isfinite(tol), tol, np.inf)
         ref = np.where(np.isinf(r32) & np.isfinite(ref), r32, ref)   # overflow to inf is exact
     else:
-        tol = 2 * _eps(dtype) * (8 + act_condition(name, x)) * np.abs(ref) + float(np.finfo(dtype).tiny)
+        tol = 2 * eps(dtype) * (8 + act_condition(name, x)) * np.abs(ref) + float(np.finfo(dtype).tiny)
         tol = np.where(np.isfinite(tol), tol, np.inf)
-    compare(g, ref, tol, f"{what} {np.shape(x)} {dtype}")
+    assert_close(g, ref, tol, f"{what} {np.shape(x)} {dtype}")
 
 
 # ---------------------------------------------------------------- attention
@@ -372,7 +343,7 @@ def broadcast_qkv(q, k, v, enable_gqa=False, **_):
 
 def check_attention(got, q, k, v, what="sdpa", **kw):
     """cattn.scaled_dot_product_attention's result `got` against the float64
-    reference with tests/attn_check.py's tolerance (derivation there), NaN
+    reference with attention.py's tolerance (derivation there), NaN
     positions and inf entries exact.
 
     One honest exception, for non-finite VALUES: the exact result of
@@ -384,7 +355,6 @@ def check_attention(got, q, k, v, what="sdpa", **kw):
     judged: inf, NaN and a finite value are all defensible there (NaN values
     included: NaN * 1e-54 is NaN exactly, NaN * 0 after the flush is NaN, a
     kernel that skips flushed keys gives a finite value)."""
-    from attn_check import expected_sdpa, result_dtype
     dtype = result_dtype(q, k, v)
     assert got.dtype == dtype, f"{what}: dtype {got.dtype} != {dtype}"
     E = np.shape(q)[-1]
@@ -401,7 +371,6 @@ def check_attention(got, q, k, v, what="sdpa", **kw):
         thr = 1e-30 if dtype == np.float32 else 1e-300
         tiny = allowed & (A < thr)                                    # (..., Hq, L, S)
         hq = A.shape[-3] if A.ndim >= 3 else 1
-        from attn_check import _gqa_repeat
         vb = _gqa_repeat(v64, hq, rkw.get("enable_gqa", False))
         nonfin = ~np.isfinite(vb)                                     # (..., H?, S, Ev)
         amb = np.matmul(tiny.astype(np.float64), nonfin.astype(np.float64)) > 0
@@ -412,13 +381,11 @@ def check_attention(got, q, k, v, what="sdpa", **kw):
             g = np.asarray(got, np.float64)
             ref = np.where(amb, g, ref)
             tol = np.where(amb, np.inf, tol)
-    from attn_check import assert_close
-    assert_close(got, ref, tol, f"{what} q{np.shape(q)} k{np.shape(k)} v{np.shape(v)}")
+    assert_close_attention(got, ref, tol, f"{what} q{np.shape(q)} k{np.shape(k)} v{np.shape(v)}")
     return ref
 
 
 def check_attention_weights(got, q, k, what="attention_weights", **kw):
-    from attn_check import assert_close, expected_weights, result_dtype
     dtype = result_dtype(q, k)
     assert got.dtype == dtype, f"{what}: dtype {got.dtype} != {dtype}"
     rkw = reference_kw(np.shape(q)[-1], kw)
@@ -426,23 +393,6 @@ def check_attention_weights(got, q, k, what="attention_weights", **kw):
         _check_empty(got, q, k, None, rkw, what)
         return None
     ref, tol = expected_weights(q, k, **rkw)
-    assert_close(got, ref, tol, f"{what} q{np.shape(q)} k{np.shape(k)}")
+    assert_close_attention(got, ref, tol, f"{what} q{np.shape(q)} k{np.shape(k)}")
     return ref
 
-
-def threads_bitwise(fn):
-    """fn() with 1 and with 2 threads: the results must have the same bits
-    (NaN payloads included). Returns the 1-thread result."""
-    import cattn
-    with cattn.num_threads(1):
-        a = np.array(fn(), copy=True)
-    with cattn.num_threads(2):
-        b = np.array(fn(), copy=True)
-    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
-    if a.tobytes() != b.tobytes():
-        fa, fb = a.reshape(-1), b.reshape(-1)
-        i = next(i for i in range(fa.size) if fa[i:i + 1].tobytes() != fb[i:i + 1].tobytes())
-        idx = np.unravel_index(i, a.shape) if a.ndim else ()
-        raise AssertionError(f"1 and 2 threads give different bits; first at {idx}: "
-                             f"{fa[i]!r} vs {fb[i]!r}")
-    return a
