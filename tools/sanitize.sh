@@ -48,17 +48,24 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 VPY="$VENV/bin/python"
-say "building cattn with CATTN_SANITIZE=1 into $VENV"
-# -fsanitize in the user's own flags is not needed (and LD_PRELOAD must not
-# reach the compiler or pip): the build sees only CATTN_SANITIZE
-(cd "$ROOT" && env -u LD_PRELOAD CATTN_SANITIZE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    "$VPY" -m pip install -q '.[test]')
-BUILD_S=$((SECONDS - T0))
-
 RUNDIR="$(mktemp -d "${TMPDIR:-/tmp}/cattn-sanitize.XXXXXX")"
 trap 'rm -rf "$RUNDIR"' EXIT
 LOGDIR="$RUNDIR/logs"
 mkdir -p "$LOGDIR"
+
+say "building cattn with CATTN_SANITIZE=1 into $VENV"
+# The wheel is built apart, without pip's cache: pip reuses a wheel it built
+# earlier from the same directory (when its name looks like NAME-VERSION),
+# which would be the normal build. Then it is installed with the test extra's
+# dependencies, and once more by force in case the venv had a cattn 0.1.0.
+# LD_PRELOAD must not reach pip or the compiler.
+(cd "$ROOT" && env -u LD_PRELOAD CATTN_SANITIZE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    "$VPY" -m pip wheel -q --no-deps --no-cache-dir -w "$RUNDIR/wheel" .)
+WHEEL="$(ls "$RUNDIR"/wheel/cattn-*.whl)"
+env -u LD_PRELOAD PIP_DISABLE_PIP_VERSION_CHECK=1 "$VPY" -m pip install -q "$WHEEL[test]"
+env -u LD_PRELOAD PIP_DISABLE_PIP_VERSION_CHECK=1 "$VPY" -m pip install -q --no-deps \
+    --force-reinstall "$WHEEL"
+BUILD_S=$((SECONDS - T0))
 cd "$RUNDIR"      # never the source root: the installed, sanitized cattn is tested
 
 # where the extension is, without importing it (that needs the preload)
