@@ -4,7 +4,18 @@ C kernels (packed GEMM, fused attention, softmax, norms) behind a NumPy API.
 """
 __version__ = "0.1.0"
 
-from . import _ext
+try:
+    from . import _ext
+except ImportError as _e:   # an unbuilt source tree (e.g. the repo root on sys.path)?
+    import importlib.machinery as _m, os as _os
+    _here = _os.path.dirname(_os.path.abspath(__file__))
+    if any(_os.path.exists(_os.path.join(_here, "_ext" + _s)) for _s in _m.EXTENSION_SUFFIXES):
+        raise                # the module is there but failed to load: keep that error
+    raise ImportError(
+        f"cattn's compiled extension (cattn._ext) is missing in {_here}: this is the "
+        "unbuilt source tree, found first on sys.path. Install cattn (`pip install .`) "
+        "and run from another directory, or build it in place with "
+        "`python setup.py build_ext --inplace`.") from _e
 from ._threads import get_num_threads, num_threads, set_num_threads
 from .ops import (KVCache, attention_weights, gelu, layer_norm, linear, log_softmax, matmul, relu,
                   rms_norm, scaled_dot_product_attention, silu, softmax)

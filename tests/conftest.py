@@ -1,11 +1,29 @@
+import importlib.machinery
 import os
+import sys
 
 import numpy as np
 import pytest
 
-import cattn
-import cattn._threads
-from cattn_testing.paths import EXPECT_PATH_VARIABLE
+# `python -m pytest` puts the working directory first on sys.path: started in
+# the repository root, the unbuilt source package would shadow the installed
+# cattn. Drop the root from sys.path when its cattn/ has no compiled extension
+# (a source tree built in place is still used).
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _unbuilt_source_package(root):
+    pkg = os.path.join(root, "cattn")
+    return os.path.isdir(pkg) and not any(
+        os.path.exists(os.path.join(pkg, "_ext" + s)) for s in importlib.machinery.EXTENSION_SUFFIXES)
+
+
+if _unbuilt_source_package(_ROOT):
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _ROOT]
+
+import cattn  # noqa: E402
+import cattn._threads  # noqa: E402
+from cattn_testing.paths import EXPECT_PATH_VARIABLE  # noqa: E402
 
 
 def pytest_sessionstart(session):
