@@ -23,7 +23,7 @@ _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filte
 
 settings.register_profile(
     "default",
-    max_examples=int(os.environ.get("HYPOTHESIS_DEFAULT_EXAMPLES", "30")),
+    max_examples=int(os.environ.get("HYPOTHESIS_DEFAULT_EXAMPLES", "25")),
     deadline=None,
     derandomize=True,
     database=None,
