@@ -28,11 +28,10 @@ hypothesis = pytest.importorskip("hypothesis", reason="the property tests need h
 from hypothesis import assume, event, given, note, strategies as st  # noqa: E402
 
 import cattn  # noqa: E402
-from cattn import reference  # noqa: E402
 from prop_check import (allowed_pairs, check_attention, check_attention_weights,  # noqa: E402
                         reference_kw, threads_bitwise)
-from strategies import (F32, F64, arrays, dtypes, examples, layouts, lay_out,  # noqa: E402
-                        poisoned_out, sizes, values)
+from strategies import (arrays, dtypes, examples, layouts, lay_out, poisoned_out,  # noqa: E402
+                        sizes, values)
 
 sdpa = cattn.scaled_dot_product_attention
 L_EDGES = (7, 8, 9, 31, 32, 33, 95, 96, 97, 191, 192, 193)

@@ -22,7 +22,7 @@ from hypothesis import assume, given, note, strategies as st  # noqa: E402
 import cattn  # noqa: E402
 from prop_check import (check_activation, check_layer_norm, check_rms_norm,  # noqa: E402
                         check_softmax, threads_bitwise)
-from strategies import F32, F64, arrays, dtypes, examples, layouts, poisoned_out, sizes  # noqa: E402
+from strategies import F32, arrays, dtypes, examples, layouts, poisoned_out, sizes  # noqa: E402
 from _rowtools import path  # noqa: E402
 
 ROW_EDGES = (7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65)   # vector widths and tails
