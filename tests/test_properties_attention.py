@@ -26,9 +26,10 @@ hypothesis = pytest.importorskip("hypothesis", reason="the property tests need h
 from hypothesis import assume, event, given, note, strategies as st  # noqa: E402
 
 import cattn  # noqa: E402
-from cattn_testing.properties import check_attention, check_attention_weights, threads_bitwise  # noqa: E402
+from cattn_testing.properties import (check_attention,  # noqa: E402
+                                      check_attention_weights, threads_bitwise)
 from cattn_testing.strategies import (arrays, dtypes, examples, layouts, lay_out,  # noqa: E402
-                        poisoned_out, sizes, values)
+                                      poisoned_out, sizes, values)
 
 sdpa = cattn.scaled_dot_product_attention
 L_EDGES = (7, 8, 9, 31, 32, 33, 95, 96, 97, 191, 192, 193)
@@ -150,13 +151,20 @@ def attention_case(draw, need_value=True, specials=False, big=False, decode=None
 
 
 def _is_valid(q, k, v, kw):
-    """False when the drawn shapes are not a valid call (batch dims that do
-    not broadcast after the head broadcast); the cattn call must then raise
-    ValueError, which test_sdpa_matches_reference checks."""
+    """The API contract's shape rule, independent of cattn: batch dims of q,
+    k, v broadcast (with enable_gqa and Hq != H: the dims before the heads,
+    and Hq a multiple of H). False: cattn must raise ValueError, which
+    test_sdpa_matches_reference checks."""
+    vb = v.shape if v is not None else k.shape
+    gqa = (kw.get("enable_gqa", False) and q.ndim >= 3 and k.ndim >= 3
+           and q.shape[-3] != k.shape[-3])
     try:
-        cattn.attention_weights(np.zeros(q.shape[:-2] + (0, q.shape[-1]), np.float32),
-                                np.zeros(k.shape[:-2] + (0, k.shape[-1]), np.float32),
-                                enable_gqa=kw.get("enable_gqa", False))
+        if gqa:
+            if k.shape[-3] == 0 or q.shape[-3] % k.shape[-3]:
+                return False
+            np.broadcast_shapes(q.shape[:-3], k.shape[:-3], vb[:-3])
+        else:
+            np.broadcast_shapes(q.shape[:-2], k.shape[:-2], vb[:-2])
         return True
     except ValueError:
         return False

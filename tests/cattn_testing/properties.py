@@ -197,7 +197,19 @@ def check_layer_norm(got, x, w, b, eps_, what="layer_norm"):
         aw = 1.0 if w is None else np.abs(np.asarray(w, np.float64))
         ab = 0.0 if b is None else np.abs(np.asarray(b, np.float64))
         tol = 4 * _c(dtype) * eps(dtype) * ((np.abs(t) + 1 + r) * aw + ab) + float(np.finfo(dtype).tiny)
-    assert_close(got, ref, np.where(np.isnan(tol), np.inf, tol), what)
+        tol = np.where(np.isnan(tol), np.inf, tol)
+        if w is not None and np.isinf(np.asarray(w, np.float64)).any():
+            # t * inf: NaN when t is exactly 0 (a constant row), +-inf
+            # otherwise; where |t| is within its own rounding band (the
+            # absolute t error of the budget above, ~c 4 e (1 + r)) both
+            # answers are defensible (the reference's mean of [a, a, a] need
+            # not be exactly a): those entries are not judged
+            band = 4 * _c(dtype) * eps(dtype) * (1 + r)
+            amb = np.isinf(np.asarray(w, np.float64)) & (np.abs(t) <= band)
+            if amb.any():
+                ref = np.where(amb, np.asarray(got, np.float64), ref)
+                tol = np.where(amb, np.inf, tol)
+    assert_close(got, ref, tol, what)
 
 
 def check_rms_norm(got, x, w, eps_, what="rms_norm"):
@@ -218,23 +230,35 @@ C_TANH = math.sqrt(2.0 / math.pi)
 
 def act_reference(name, x):
     """Float64 reference values of the elementwise activations: the formulas
-    of cattn.reference, with 1 + erf(z) written as erfc(-z) and 1 + tanh(u)
-    as 2 expit(2u) (identities). cattn.reference's own forms cancel for
-    x < -5 (1 + erf(-x/sqrt 2) ~ 1e-15 from a subtraction near 1: 100 %
-    relative error around x = -8, where float32 still has normal results);
-    test_act_reference_forms checks both agree where the plain forms are
-    accurate. Limits at +-inf as in the module docstring."""
+    of cattn.reference, rewritten where they lose accuracy (identities only):
+      gelu       x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2
+      gelu_tanh  x (1 + tanh u) / 2 = x expit(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
+      silu       x expit(x)
+    cattn.reference's 1 + erf and 1 + tanh cancel for x < -5 (100 % relative
+    error near x = -8, where float32 results are still normal), and
+    scipy's expit / erfc underflow to 0 (or a subnormal with few bits) while
+    the product with x is still a normal number (silu at x = -709.9 is
+    -3.9e-306, expit(x) = 0). So erfc(-x / sqrt 2) and expit replace
+    1 + erf and 1 + tanh, and in the far tail (x < -30 for gelu, z < -600
+    for x expit(z)) the value is computed in log space:
+    -exp(log(-x) + log Phi(x)) (scipy.special.log_ndtr) and
+    -exp(log(-x) + log_expit(z)) (relative error ~ |log| u <= ~1e-13 there,
+    inside the tolerance's kappa term; elsewhere the direct forms are
+    accurate to a few ulp). test_act_reference_forms checks that these equal
+    cattn.reference's formulas where those are accurate.
+    Limits at +-inf as in the module docstring."""
     from scipy import special as sp
     x = np.asarray(x, np.float64)
     with np.errstate(all="ignore"):
+        lx = np.log(np.where(x < 0, -x, 1.0))
         if name == "relu":
             y = reference.relu(x)
         elif name == "gelu":
-            y = 0.5 * x * sp.erfc(-x / math.sqrt(2.0))
-        elif name == "gelu_tanh":
-            y = x * sp.expit(2 * C_TANH * (x + 0.044715 * x ** 3))
-        elif name == "silu":
-            y = reference.silu(x)
+            y = np.where(x < -30, -np.exp(lx + sp.log_ndtr(x)),
+                         0.5 * x * sp.erfc(-x / math.sqrt(2.0)))
+        elif name in ("gelu_tanh", "silu"):
+            z = 2 * C_TANH * (x + 0.044715 * x ** 3) if name == "gelu_tanh" else x
+            y = np.where(z < -600, -np.exp(lx + sp.log_expit(z)), x * sp.expit(z))
         else:
             raise ValueError(name)
     y = np.where(x == np.inf, np.inf, np.where(x == -np.inf, 0.0, y))
