@@ -263,16 +263,20 @@ static void FN(attn_block_scores)(const FN(attn_task) *t, int64_t s0, int64_t bc
  * so neither the row sum nor the output is ever accumulated key by key in
  * T (T's rounding level for any S), and Oa is a convex combination of V
  * rows: no overflow whatever |V| (for a block flagged huge by attn_scan_v,
- * P is divided by ts before P V and Oa takes ts / l' instead). */
+ * P is divided by ts before P V and Oa takes ts / l' instead). With a single
+ * key block (S <= BC) there is nothing to carry: O = P V / ts at once. */
 static void FN(attn_output_rows)(FN(attn_task) *t, const cattn_attn_run *run)
 {
     const cattn_attn_args *g = t->g;
     const int64_t Ev = g->Ev, ldp = t->ldp;
     T *St = t->St;
-    for (int64_t i = 0; i < t->br * Ev; i++) t->Oa[i] = 0;
+    const int one_block = t->s_end <= BC;   /* then O = Ot / ts directly, in T */
+    uint8_t flag = 0;
+    if (!one_block)
+        for (int64_t i = 0; i < t->br * Ev; i++) t->Oa[i] = 0;
     for (int64_t s0 = 0; s0 < t->s_end; s0 += BC) {
         const int64_t bc = cattn_min64(BC, t->s_end - s0);
-        const uint8_t flag = run->vflags[t->u * run->nblk + s0 / BC];
+        flag = run->vflags[t->u * run->nblk + s0 / BC];
         const int huge = (flag & 2) != 0;
         FN(attn_block_scores)(t, s0, bc, 0);
         FN(attn_online_step)(St, ldp, bc, t->brp, t->m, t->corr, t->mu, t->ts);
@@ -284,6 +288,7 @@ static void FN(attn_output_rows)(FN(attn_task) *t, const cattn_attn_run *run)
         for (int64_t s = 0; s < bc; s++)                       /* padded PV rows */
             for (int64_t i = t->brp; i < t->brm; i++) St[s * ldp + i] = 0;
         FN(attn_pv)(g, t->Ot, t->evp, St, ldp, t->V, s0, bc, t->br, t->brm, flag & 1, t->vtail);
+        if (one_block) break;
         for (int64_t i = 0; i < t->br; i++) {
             const double lo = t->ld[i] * (double)t->corr[i], ln = lo + (double)t->ts[i];
             if (ln == 0) continue;                              /* nothing seen yet */
@@ -295,6 +300,14 @@ static void FN(attn_output_rows)(FN(attn_task) *t, const cattn_attn_run *run)
         }
     }
     T *O = (T *)g->O + g->offo[t->uq] + t->i0 * g->rso;
+    if (one_block) {                          /* no key attended: 0; NaN sum: NaN */
+        for (int64_t i = 0; i < t->br; i++) {
+            const T l = t->s_end ? t->ts[i] : (T)0;
+            const T r = l == (T)0 ? (T)0 : (flag & 2) ? (T)1 : (T)1 / l;
+            for (int64_t j = 0; j < Ev; j++) O[i * g->rso + j] = l == (T)0 ? (T)0 : t->Ot[i * t->evp + j] * r;
+        }
+        return;
+    }
     for (int64_t i = 0; i < t->br; i++)       /* no key attended: 0; NaN l: NaN */
         for (int64_t j = 0; j < Ev; j++)
             O[i * g->rso + j] = t->ld[i] == 0 ? (T)0 : (T)t->Oa[i * Ev + j];
@@ -454,15 +467,14 @@ static void FN(attn_scan_v)(const cattn_attn_run *run, int64_t u, int64_t b)
     const T *V = (const T *)g->V + g->offv[u] + b * BC * g->rsv;
     const int64_t n = cattn_min64(BC, g->S - b * BC);
     const T big = (sizeof(T) == sizeof(float) ? (T)FLT_MAX : (T)DBL_MAX) / (T)(4 * BC);
-    T acc = 0, amax = 0;
+    int nonfinite = 0, huge = 0;           /* OR reductions: vectorized */
     for (int64_t s = 0; s < n; s++)
         for (int64_t j = 0; j < g->Ev; j++) {
             const T x = V[s * g->rsv + j];
-            const T ax = x < 0 ? -x : x;
-            acc += x * (T)0;
-            amax = ax > amax ? ax : amax;
+            nonfinite |= x * (T)0 != (T)0;                      /* NaN or inf */
+            huge |= !(x <= big && x >= -big);
         }
-    run->vflags[u * run->nblk + b] = (uint8_t)((acc != (T)0) | ((amax > big) << 1));
+    run->vflags[u * run->nblk + b] = (uint8_t)(nonfinite | (huge << 1));
 }
 
 /* this ISA's entries for the dispatch table */

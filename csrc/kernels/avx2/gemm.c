@@ -1,5 +1,5 @@
 /* kernels/avx2/gemm.c — AVX2/FMA kernels of the GEMM family: the exported
- * micro-kernel (ukr.h), multi-row dots, the small-M GEMM and the
+ * micro-kernel (ukr.h, with a prefetch of the C rows), multi-row dots, the small-M GEMM and the
  * transposing pack. Compiled with -mavx2 -mfma only; used only after cpu.c
  * has seen both features.
  */
@@ -12,12 +12,14 @@
 void cattn_ukr_avx2_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
                         const float *b, int64_t ldb, float *c, int64_t ldc, int acc)
 {
+    for (int r = 0; r < 6; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
     ukr_avx2_f32_inl(k, a, lak, lai, b, ldb, c, ldc, acc);
 }
 
 void cattn_ukr_avx2_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
                         const double *b, int64_t ldb, double *c, int64_t ldc, int acc)
 {
+    for (int r = 0; r < 6; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
     ukr_avx2_f64_inl(k, a, lak, lai, b, ldb, c, ldc, acc);
 }
 

@@ -17,7 +17,6 @@ static inline void ukr_avx2_f32_inl(int64_t k, const float *a, int64_t lak, int6
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (int r = 0; r < 6; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
     const float *a0 = a, *a1 = a + lai, *a2 = a + 2 * lai, *a3 = a + 3 * lai,
                 *a4 = a + 4 * lai, *a5 = a + 5 * lai;
 #pragma GCC unroll 4
@@ -52,7 +51,6 @@ static inline void ukr_avx2_f64_inl(int64_t k, const double *a, int64_t lak, int
 {
     __m256d c00 = _mm256_setzero_pd(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
             c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (int r = 0; r < 6; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
     const double *a0 = a, *a1 = a + lai, *a2 = a + 2 * lai, *a3 = a + 3 * lai,
                  *a4 = a + 4 * lai, *a5 = a + 5 * lai;
 #pragma GCC unroll 4
