@@ -138,7 +138,7 @@ def test_latency(bench, encoders, which, lib):
 
 def profile_cattn(enc, corpus, batch_size):
     """Seconds per category for one encode of the corpus (wrapping cattn ops)."""
-    import cattn.models.bert as bert
+    import cattn.nn as nn                # BERT is built from nn's layers, which call these
     import cattn.models.sentence as sentence
     acc = {}
 
@@ -154,9 +154,9 @@ def profile_cattn(enc, corpus, batch_size):
         setattr(mod, name, timed)
         return mod, name, orig
 
-    saved = [wrap(bert._ops, "linear", "GEMM (linear; bias+GELU fused)"),
-             wrap(bert._attention, "scaled_dot_product_attention", "attention (fused SDPA)"),
-             wrap(bert, "_layer_norm", "layer_norm"),
+    saved = [wrap(nn, "linear", "GEMM (linear; bias+GELU fused)"),
+             wrap(nn, "scaled_dot_product_attention", "attention (fused SDPA)"),
+             wrap(nn, "layer_norm", "layer_norm"),
              wrap(sentence, "_mean_pool", "pooling")]
     # (the Rust tokenizer's methods cannot be patched: main() times it aside)
     t = time.perf_counter()
