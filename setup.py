@@ -5,8 +5,10 @@
   FAILS with a message saying what to install; set CATTN_NO_OPENMP=1 to build
   single-threaded on purpose. Other compilers / platforms fall back to a
   single-threaded build with a visible warning.
-* Files named *_avx2.c alone get -mavx2 -mfma (x86-64 only); the rest is
-  built for the baseline target, and cpu.c picks the kernels at run time.
+* csrc/ (drivers) and csrc/kernels/ref/ (portable kernels) are built for
+  the baseline target; each ISA folder csrc/kernels/<isa>/ gets that ISA's
+  flags alone (ISA_FLAGS; x86-64 only), and cpu.c picks the kernels at run
+  time.
 * No host-tuned or fast-math flags (see DESIGN.md): IEEE semantics, portable code.
 
 Environment variables read at build time:
@@ -18,6 +20,8 @@ Environment variables read at build time:
                      the ASan runtime preloaded into the (uninstrumented) Python:
                      tools/sanitize.sh builds it and runs the tests that way.
   CATTN_NO_OPENMP=1  build without OpenMP (single-threaded), on purpose.
+  CATTN_PORTABLE_ONLY=1  the portable kernels alone (what a non-x86 build
+                     compiles; testable on x86: CI builds it so).
 
 -fsanitize flags put in CFLAGS / LDFLAGS by hand are passed to the OpenMP probe's
 link step too, so such a build keeps OpenMP as well.
@@ -35,9 +39,24 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CSRC = sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "csrc", "*.c")))
-HEADERS = sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "csrc", "*.h")))
 IS_X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
+PORTABLE_ONLY = os.environ.get("CATTN_PORTABLE_ONLY", "") not in ("", "0")
+# per ISA folder: its compiler flags (flags the compiler lacks are dropped
+# after a probe, except the first, which the folder needs)
+ISA_FLAGS = {
+    "avx2": ["-mavx2", "-mfma", "-mno-avx256-split-unaligned-load",
+             "-mno-avx256-split-unaligned-store"],
+}
+
+
+def _sources(*parts):
+    return sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "csrc", *parts)))
+
+
+CSRC = _sources("*.c") + _sources("kernels", "ref", "*.c")
+ISA_SRC = {} if PORTABLE_ONLY or not IS_X86 else {
+    isa: _sources("kernels", isa, "*.c") for isa in ISA_FLAGS}
+HEADERS = _sources("*.h") + _sources("kernels", "*.h") + _sources("kernels", "*", "*.h")
 
 OMP_TEST = r"""
 #include <omp.h>
@@ -132,12 +151,11 @@ class BuildExt(build_ext):
                              f"Install OpenMP for this compiler for a parallel build, or set "
                              f"CATTN_NO_OPENMP=1 to silence this warning.\n{bar}\n")
         probe_ld = ldflags + [f for f in env_san if f not in ldflags]
-        self.avx2_flags = []
-        if IS_X86:
-            self.avx2_flags = ["-mavx2", "-mfma"]
-            for f in ("-mno-avx256-split-unaligned-load", "-mno-avx256-split-unaligned-store"):
-                if self._compiles("int main(void){return 0;}", cflags + [f], probe_ld):
-                    self.avx2_flags.append(f)
+        self.isa_flags = {}
+        for isa in ISA_SRC:
+            first, *rest = ISA_FLAGS[isa]
+            self.isa_flags[isa] = [first] + [
+                f for f in rest if self._compiles("int main(void){return 0;}", cflags + [f], probe_ld)]
         for ext in self.extensions:
             ext.extra_compile_args = cflags + list(ext.extra_compile_args or [])
             ext.extra_link_args = ldflags + list(ext.extra_link_args or [])
@@ -145,7 +163,7 @@ class BuildExt(build_ext):
         # sources are older than the last build: a sanitizer (or no-OpenMP)
         # build after a normal one would silently keep the old module. Rebuild
         # whenever the flags differ from the last build's.
-        flags = repr((cflags, ldflags, self.avx2_flags))
+        flags = repr((cflags, ldflags, self.isa_flags, PORTABLE_ONLY))
         stamp = os.path.join(self.build_temp, "cattn-build-flags.txt")
         try:
             with open(stamp) as f:
@@ -160,15 +178,14 @@ class BuildExt(build_ext):
             f.write(flags)
 
     def build_extension(self, ext):
-        special = [s for s in ext.sources if s.endswith("_avx2.c")]
-        if special and self.avx2_flags:
-            ext.sources = [s for s in ext.sources if s not in special]
-            # still a dependency: editing only an *_avx2.c file must relink
-            ext.depends = list(ext.depends or []) + special
+        # each ISA folder compiled with its own flags; its files stay
+        # dependencies, so editing one relinks the module
+        for isa, files in ISA_SRC.items():
+            ext.depends = list(ext.depends or []) + files
             objs = self.compiler.compile(
-                special, output_dir=self.build_temp, include_dirs=ext.include_dirs,
+                files, output_dir=self.build_temp, include_dirs=ext.include_dirs,
                 macros=ext.define_macros, depends=ext.depends,
-                extra_postargs=ext.extra_compile_args + self.avx2_flags)
+                extra_postargs=ext.extra_compile_args + self.isa_flags[isa])
             ext.extra_objects = list(ext.extra_objects or []) + objs
         super().build_extension(ext)
 
@@ -177,7 +194,8 @@ ext = Extension(
     "cattn._ext",
     sources=["cattn/_ext.pyx"] + CSRC,
     include_dirs=["csrc", numpy.get_include()],
-    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+    + ([("CATTN_PORTABLE_ONLY", "1")] if PORTABLE_ONLY else []),
     depends=HEADERS + glob.glob("cattn/*.pxi"),
 )
 

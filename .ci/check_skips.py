@@ -74,6 +74,10 @@ def main(path, label="pytest"):
             continue
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
         reason = sk.get("message", "")
+        if reason == "collection skipped":      # a module-level skip: the reason is in the text
+            text = (sk.text or "").strip()
+            m = re.search(r"Skipped: (.*?)['\"]?\)?$", text)
+            reason = m.group(1) if m else text
         if sk.get("type") == "pytest.xfail":
             xfail.append((name, reason))
         elif allowed(reason, flags):

@@ -1,21 +1,17 @@
 """cattn.matmul vs numpy.matmul vs torch.matmul, same process, same inputs.
 
-    pytest benchmarks/ --benchmark-json=bench.json
+    pytest benchmarks/bench_matmul.py --benchmark-json=bench.json
     python benchmarks/report.py bench.json        # per-group ratios
 
 One pytest-benchmark group per (shape, dtype, threads); the three libraries
-run one after another inside it. Each library's calls are timed as a block
-after ~0.3 s of untimed warm-up: OpenBLAS threads keep spinning for >0.1 s
-after a call and slow an OpenMP kernel that runs right after (RESEARCH.md).
-Threads: numpy via threadpoolctl (user_api="blas"), torch via
-torch.set_num_threads, cattn via cattn.num_threads.
+run one after another inside it, each timed as a block by conftest's `bench`
+(warm-up, threads for every library, extra_info: lib, dtype, threads, shape
+= (batch, M, K, N), flops, pass_).
 
 On a shared machine, CATTN_BENCH_PASSES=2 (or more) runs every group's
 cattn/numpy/torch sequence again; report.py keeps each library's best pass.
 """
-import contextlib
 import os
-import time
 
 import numpy as np
 import pytest
@@ -26,10 +22,6 @@ try:
     import torch
 except ImportError:
     torch = None
-try:
-    from threadpoolctl import threadpool_limits
-except ImportError:
-    threadpool_limits = None
 
 LIBS = ["cattn", "numpy"] + (["torch"] if torch is not None else [])
 
@@ -57,42 +49,6 @@ PARAMS = [pytest.param(shape, dtype, threads, lib, p, id=_id(shape, dtype, threa
           for shape, dtype, threads in CONFIGS for p in range(PASSES) for lib in LIBS]
 
 
-@contextlib.contextmanager
-def thread_limit(lib, n):
-    if lib == "cattn":
-        with cattn.num_threads(n):
-            yield
-    elif lib == "numpy":
-        if threadpool_limits is None:
-            pytest.skip("threadpoolctl is needed to set NumPy's BLAS threads")
-        with threadpool_limits(n, user_api="blas"):
-            yield
-    else:
-        prev = torch.get_num_threads()
-        torch.set_num_threads(n)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(prev)
-
-
-def warm_up(fn, seconds=0.3):
-    """Run fn for `seconds` (at least twice); return the seconds per call."""
-    t0 = time.perf_counter()
-    calls = 0
-    while calls < 2 or time.perf_counter() - t0 < seconds:
-        fn()
-        calls += 1
-    return (time.perf_counter() - t0) / calls
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _openblas_cold_start():
-    """OpenBLAS can stay slow if a process's first GEMM is small: one large one first."""
-    a = np.ones((1024, 1024), np.float32)
-    np.matmul(a, a)
-
-
 def _make(shape, dtype, lib):
     nb, M, K, N = shape
     rng = np.random.default_rng(0)
@@ -108,19 +64,11 @@ def _make(shape, dtype, lib):
 
 
 @pytest.mark.parametrize("shape,dtype,threads,lib,pass_", PARAMS)
-def test_matmul(benchmark, shape, dtype, threads, lib, pass_):
+def test_matmul(bench, shape, dtype, threads, lib, pass_):
     nb, M, K, N = shape
-    flops = 2.0 * nb * M * N * K
     a, b, fn = _make(shape, dtype, lib)
-    benchmark.group = _label(shape, dtype, threads)
-    with thread_limit(lib, threads):
-        t = warm_up(fn)
-        iterations = max(1, int(0.002 / t))              # rounds of >= ~2 ms
-        rounds = int(min(200, max(5, 0.6 / (t * iterations))))
-        result = benchmark.pedantic(fn, rounds=rounds, iterations=iterations, warmup_rounds=1)
-    median = benchmark.stats.stats.median
-    benchmark.extra_info.update(lib=lib, dtype=dtype, threads=threads, flops=flops, pass_=pass_,
-                                gflops=round(flops / median / 1e9, 2))
+    result = bench(fn, group=_label(shape, dtype, threads), lib=lib, threads=threads, dtype=dtype,
+                   shape=list(shape), flops=2.0 * nb * M * N * K, pass_=pass_)
     # not timed: the result must be right (vs numpy in the same dtype)
     want = np.matmul(a, b)
     scale = np.sqrt(K) * float(np.abs(want).max())

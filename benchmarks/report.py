@@ -1,86 +1,166 @@
-"""Per-group summary of a pytest-benchmark JSON file: each library's median
-time and GFLOP/s, and cattn's speed relative to NumPy and torch measured in
-the same run (ratio = other's median / cattn's median; > 1: cattn faster).
-"IQR %" is the largest interquartile range / median among the group's
-libraries: a large value means the machine was busy, distrust that row.
-With CATTN_BENCH_PASSES > 1 each library's best pass is used.
+"""Per-group summary of the benchmark suites' JSON: for each group, each
+library's median time, its GFLOP/s, GB/s or items/s where the benchmark
+recorded `flops`, `bytes` or `items` (conftest.py's extra_info schema), and
+the ratio of every peer to cattn measured in the same run (peer's median /
+cattn's median: > 1 = cattn faster). "IQR %" is that library's interquartile
+range / median: a large value means the machine was busy, distrust the row.
+Peak-memory rows show the growth in MiB instead of a time. With
+CATTN_BENCH_PASSES > 1 each library's best pass is kept.
 
     pytest benchmarks/ --benchmark-json=bench.json
-    python benchmarks/report.py bench.json [--markdown]
+    python benchmarks/report.py bench.json [more.json ...] [--markdown] [--stat min]
+
+Reads every suite's pytest-benchmark JSON (bench_matmul, bench_rows,
+bench_attention, bench_nn, bench_models), `bench_models.py --json` files,
+and the results/ files written before the schema was shared (extra_info
+`library`, `gflops`, `GFLOP/s`, `GBps`, `GB/s`, `peak_growth_MiB`).
 """
 import argparse
 import json
+import os
 import sys
 
-LIBS = ("cattn", "numpy", "torch")
+# library labels of files written before conftest.py's schema -> (lib, variant)
+LEGACY_LIBS = {"cattn fused": ("cattn", None), "cattn linear, then gelu": ("cattn", "unfused"),
+               "torch linear, then gelu": ("torch", None), "numpy.dot": ("numpy", None)}
+RATES = (("flops", ("gflops", "GFLOP/s"), "GFLOP/s", 1e9),   # key, legacy rate keys, column, unit
+         ("bytes", ("GBps", "GB/s"), "GB/s", 1e9),
+         ("items", (), "items/s", 1.0))
+
+
+def _entry(b, stat):
+    """One benchmark of the JSON -> a row of the report (None values: not recorded)."""
+    info = b.get("extra_info", {})
+    st = b["stats"]
+    lib = info.get("lib") or info.get("library") or (b.get("params") or {}).get("lib") or b["name"]
+    lib, variant = LEGACY_LIBS.get(lib, (lib, info.get("variant")))
+    row = {"group": b.get("group") or b["name"], "lib": lib, "variant": variant,
+           "label": f"{lib} ({variant})" if variant else lib,
+           "suite": b.get("fullname", b.get("suite", "")).split("::")[0].rsplit("/", 1)[-1],
+           "time": st[stat], "iqr": st["iqr"] / st["median"] if st.get("median") else None,
+           "peak": info.get("peak_MiB", info.get("peak_growth_MiB"))}
+    for key, legacy, _, _ in RATES:
+        amount = info.get(key)
+        for old in legacy:                      # a rate at the file's median time
+            if amount is None and info.get(old) is not None:
+                amount = info[old] * 1e9 * st["median"]
+        row[key] = amount
+    return row
 
 
 def load(path, stat="median"):
-    """{group: {"flops": f, lib: seconds, "spread": IQR/median}}; with several
-    passes, each library's best pass (and that pass's spread) is kept."""
+    """(file's JSON, rows): per (group, label), the pass with the smallest stat."""
     with open(path) as f:
         data = json.load(f)
+    benchmarks = data.get("benchmarks")
+    if benchmarks is None and "libs" in data:   # bench_models.py --json before it wrote them
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from bench_models import as_benchmarks
+        benchmarks = as_benchmarks(data)
+    if not any("fullname" in b for b in benchmarks) and "libs" in data:
+        for b in benchmarks:
+            b["suite"] = "bench_models.py (script)"
     best = {}
-    for b in data["benchmarks"]:
-        info = b.get("extra_info", {})
-        lib = info.get("lib") or b.get("params", {}).get("lib")
-        key = (b["group"], lib)
-        if key not in best or b["stats"][stat] < best[key][1]["stats"][stat]:
-            best[key] = (info.get("flops"), b)
-    groups = {}
-    for (group, lib), (flops, b) in best.items():
-        g = groups.setdefault(group, {"flops": flops, "spread": 0.0})
-        st = b["stats"]
-        g[lib] = st[stat]
-        g["spread"] = max(g["spread"], st["iqr"] / st["median"] if st["median"] else 0.0)
-    return data.get("machine_info", {}), groups
+    for b in benchmarks:
+        row = _entry(b, stat)
+        key = (row["group"], row["label"])
+        if key not in best or row["time"] < best[key]["time"]:
+            best[key] = row
+    return data, list(best.values())
 
 
-def rows(groups):
-    for name, g in groups.items():
-        c = g.get("cattn")
-        def gf(lib):
-            return g["flops"] / g[lib] / 1e9 if g.get(lib) and g.get("flops") else None
-        yield [name,
-               *[g.get(lib) * 1e3 if g.get(lib) else None for lib in LIBS],
-               *[gf(lib) for lib in LIBS],
-               g["numpy"] / c if c and g.get("numpy") else None,
-               g["torch"] / c if c and g.get("torch") else None,
-               100 * g["spread"]]
+def _groups(rows):
+    """[(suite, group, rows)] in the order of first appearance; cattn's row first."""
+    out = {}
+    for r in rows:
+        out.setdefault((r["suite"], r["group"]), []).append(r)
+    return [(s, g, sorted(rs, key=lambda r: r["label"] != "cattn")) for (s, g), rs in out.items()]
 
 
-HEAD = ["group", "cattn ms", "numpy ms", "torch ms", "cattn GF/s", "numpy GF/s",
-        "torch GF/s", "vs numpy", "vs torch", "IQR %"]
+def _fmt(v, prec=None):
+    if v is None:
+        return "-"
+    if prec is None:                              # times in ms
+        prec = 3 if v < 100 else 1
+    return f"{v:.{prec}f}"
 
 
-def fmt(v, prec):
-    return "-" if v is None else f"{v:.{prec}f}"
+def table(rows, stat):
+    """Header and rows of one suite's table (strings); rate columns only where recorded."""
+    rates = [(k, col, unit) for k, _, col, unit in RATES if any(r[k] for r in rows)]
+    peak = any(r["peak"] is not None for r in rows)
+    head = ["group", "lib", f"{stat} ms"] + [col for _, col, _ in rates] \
+        + (["peak MiB"] if peak else []) + ["ratio", "IQR %"]
+    body = []
+    for _, group, rs in _groups(rows):
+        ref = next((r for r in rs if r["label"] == "cattn" and r["peak"] is None), None)
+        for i, r in enumerate(rs):
+            timed = r["peak"] is None
+            cells = [group if i == 0 else "", r["label"], _fmt(r["time"] * 1e3 if timed else None)]
+            cells += [_fmt(r[k] / r["time"] / unit if timed and r[k] and r["time"] else None, 1)
+                      for k, _, unit in rates]
+            if peak:
+                cells.append(_fmt(r["peak"], 1))
+            ratio = r["time"] / ref["time"] if timed and ref and r is not ref and ref["time"] else None
+            cells += [_fmt(ratio, 2), _fmt(100 * r["iqr"] if timed and r["iqr"] is not None
+                                           else None, 0)]
+            body.append(cells)
+    return head, body
+
+
+def describe(data, stat):
+    m = data.get("machine_info") or {}
+    cpu = m.get("cpu_model") or m.get("cpu", {})
+    if isinstance(cpu, dict):
+        cpu = cpu.get("brand_raw", "?")
+    cattn = m.get("cattn") or {}
+    parts = [cpu, f"kernel path {cattn.get('kernel_path', '?')}"]
+    if cattn.get("version"):
+        parts.append(f"cattn {cattn['version']}")
+    if data.get("datetime"):
+        parts.append(data["datetime"][:19])
+    if (data.get("commit_info") or {}).get("id"):
+        parts.append(f"commit {data['commit_info']['id'][:10]}")
+    if m.get("load_average"):
+        parts.append(f"load {m['load_average']}")
+    return (f"# {'; '.join(str(p) for p in parts)}\n# {stat}s; ratio = the row's {stat} / "
+            f"cattn's {stat} in the same group (> 1: cattn faster)")
+
+
+def render(head, body, markdown):
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        return lines + ["| " + " | ".join(r) + " |" for r in body]
+    w = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
+    just = [str.ljust if i < 2 else str.rjust for i in range(len(head))]
+    return ["  ".join(just[i](v, w[i]) for i, v in enumerate(r)).rstrip() for r in [head] + body]
+
+
+def report(path, stat="median", markdown=False):
+    data, rows = load(path, stat)
+    out = [describe(data, stat)]
+    for suite in dict.fromkeys(r["suite"] for r in rows):
+        head, body = table([r for r in rows if r["suite"] == suite], stat)
+        if suite:
+            out += ["", f"### {suite}" if markdown else f"== {suite}"]
+        out += [""] * markdown + render(head, body, markdown)
+    if data.get("agreement"):
+        a = data["agreement"]
+        out += ["", f"agreement cattn vs sentence-transformers: min cosine {a['min_cosine']:.8f}, "
+                    f"{a['below_bar']} below 0.99999, max |diff| {a['max_abs_diff']:.2e}"]
+    if data.get("note"):
+        out += ["", f"note: {data['note']}"]
+    return "\n".join(out)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("json")
+    p.add_argument("json", nargs="+", help="pytest-benchmark --benchmark-json files")
     p.add_argument("--markdown", action="store_true")
     p.add_argument("--stat", choices=["median", "min", "mean"], default="median",
                    help="which per-library statistic to compare (default: median)")
     args = p.parse_args(argv)
-    machine, groups = load(args.json, args.stat)
-    table = [[r[0]] + [fmt(v, 3) for v in r[1:4]] + [fmt(v, 1) for v in r[4:7]]
-             + [fmt(v, 2) for v in r[7:9]] + [fmt(r[9], 0)] for r in rows(groups)]
-    if machine:
-        print(f"# {machine.get('cpu', {}).get('brand_raw', '')} "
-              f"python {machine.get('python_version', '')}; {args.stat}s; "
-              f"vs X = X's {args.stat} / cattn's {args.stat} (> 1: cattn faster)")
-    if args.markdown:
-        print("| " + " | ".join(HEAD) + " |")
-        print("|" + "---|" * len(HEAD))
-        for r in table:
-            print("| " + " | ".join(r) + " |")
-    else:
-        w = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(HEAD)]
-        print("  ".join(h.rjust(w[i]) if i else h.ljust(w[i]) for i, h in enumerate(HEAD)))
-        for r in table:
-            print("  ".join(v.rjust(w[i]) if i else v.ljust(w[i]) for i, v in enumerate(r)))
+    print("\n\n".join(report(path, args.stat, args.markdown) for path in args.json))
     return 0
 
 

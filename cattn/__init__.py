@@ -17,9 +17,8 @@ except ImportError as _e:   # an unbuilt source tree (e.g. the repo root on sys.
         "and run from another directory, or build it in place with "
         "`python setup.py build_ext --inplace`.") from _e
 from ._threads import get_num_threads, num_threads, set_num_threads
-from .ops import linear, matmul
-from .attention import KVCache, attention_weights, scaled_dot_product_attention
-from .functional import softmax, log_softmax, layer_norm, rms_norm, gelu, silu, relu
+from .ops import (KVCache, attention_weights, gelu, layer_norm, linear, log_softmax, matmul, relu,
+                  rms_norm, scaled_dot_product_attention, silu, softmax)
 from ._config import show_config
 from .plot import plot_attention
 from . import nn

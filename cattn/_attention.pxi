@@ -1,6 +1,11 @@
-# _attention.pxi — fused attention entry (csrc/attention.c). Included by _ext.pyx.
-#   O = softmax(Q K^T * scale + mask) V  per (unit, group head); or the
-#   probabilities W when W is given. Offsets/strides in elements.
+# _attention.pxi — the fused attention entry (csrc/attention.c). Included by _ext.pyx.
+#   O = softmax(Q K^T * scale + mask) V per (unit, group head), or the
+#   probabilities W = softmax(Q K^T * scale + mask) when plan.weights.
+# Legend: B batch, Hq query heads, H kv heads, L queries, S keys, E is the
+# head dim (of Q and K), Ev the value dim; a "unit" is one (batch, kv head).
+# cattn/ops/attention.py validates everything and describes the call in an
+# AttentionPlan (offsets and strides in elements); this file copies the plan
+# into csrc/cattn.h's cattn_attn_args and runs the kernel without the GIL.
 
 cdef extern from "cattn.h" nogil:
     ctypedef struct cattn_attn_args:
@@ -27,57 +32,67 @@ cdef extern from "cattn.h" nogil:
         double scale
         int causal
         int64_t shift
-        int64_t nblk
-        unsigned char *vbad
     int cattn_attention_f32(cattn_attn_args *args, int n_threads)
     int cattn_attention_f64(cattn_attn_args *args, int n_threads)
 
+# cattn_attn_args.mkind (csrc/cattn.h): no mask, bool bytes (nonzero =
+# attend), additive (same dtype as Q).
+MASK_KINDS = {"none": 0, "bool": 1, "additive": 2}
 
-def attention(cnp.ndarray O, const int64_t[::1] offo, int64_t rso,
-              cnp.ndarray Q, const int64_t[::1] offq, int64_t rsq,
-              cnp.ndarray K, const int64_t[::1] offk, int64_t rsk,
-              cnp.ndarray V, const int64_t[::1] offv, int64_t rsv,
-              object mask, int mkind, const int64_t[::1] offm, int64_t rsm, int64_t csm,
-              object W, const int64_t[::1] offw, int64_t rsw,
-              int64_t nkv, int64_t group, int64_t L, int64_t S, int64_t E, int64_t Ev,
-              double scale, int causal, int64_t shift, int n_threads):
-    """Fused attention (OUT: O, or W when W is not None). nkv units of
-    `group` query heads; offsets locate each unit's (sub)matrices."""
+
+def attention(object plan, cnp.ndarray O, cnp.ndarray Q, cnp.ndarray K, cnp.ndarray V,
+              object mask, int n_threads):
+    """Fused attention described by `plan` (an AttentionPlan: offsets,
+    strides, sizes, scale, causal, shift, mask kind).
+    O (OUT): (..., Hq, L, Ev) outputs, or (..., Hq, L, S) probabilities when
+    plan.weights; Q (..., Hq, L, E), K (..., H, S, E), V (..., H, S, Ev)
+    (IN; V is ignored with plan.weights); mask (IN): None or the (..., Hq,
+    L, S) view (uint8 bytes for bool masks). Each array's data pointer is
+    element (0, ..., 0); plan.off* locate each unit's (sub)matrices."""
     cdef cattn_attn_args a
     cdef int st
-    if nkv * group == 0:
+    cdef const int64_t[::1] offo = plan.offo
+    cdef const int64_t[::1] offq = plan.offq
+    cdef const int64_t[::1] offk = plan.offk
+    cdef const int64_t[::1] offv = plan.offv
+    cdef const int64_t[::1] offm = plan.offm
+    a.nkv = plan.nkv
+    a.group = plan.group
+    if a.nkv * a.group == 0:
         return
-    a.O = cnp.PyArray_DATA(O) if W is None else NULL
-    a.offo = &offo[0]
-    a.rso = rso
+    if plan.weights:
+        a.O = NULL
+        a.W = cnp.PyArray_DATA(O)
+    else:
+        a.O = cnp.PyArray_DATA(O)
+        a.W = NULL
+    a.offo = a.offw = &offo[0]
+    a.rso = a.rsw = plan.rso
     a.Q = cnp.PyArray_DATA(Q)
     a.offq = &offq[0]
-    a.rsq = rsq
+    a.rsq = plan.rsq
     a.K = cnp.PyArray_DATA(K)
     a.offk = &offk[0]
-    a.rsk = rsk
+    a.rsk = plan.rsk
     a.V = cnp.PyArray_DATA(V)
     a.offv = &offv[0]
-    a.rsv = rsv
-    a.mask = NULL if mask is None else cnp.PyArray_DATA(<cnp.ndarray>mask)
-    a.mkind = mkind if mask is not None else 0
+    a.rsv = plan.rsv
+    if mask is None:
+        a.mask = NULL
+        a.mkind = 0
+    else:
+        a.mask = cnp.PyArray_DATA(<cnp.ndarray>mask)
+        a.mkind = plan.mask_kind
     a.offm = &offm[0]
-    a.rsm = rsm
-    a.csm = csm
-    a.W = NULL if W is None else cnp.PyArray_DATA(<cnp.ndarray>W)
-    a.offw = &offw[0]
-    a.rsw = rsw
-    a.nkv = nkv
-    a.group = group
-    a.L = L
-    a.S = S
-    a.E = E
-    a.Ev = Ev
-    a.scale = scale
-    a.causal = causal
-    a.shift = shift
-    a.nblk = 0
-    a.vbad = NULL
+    a.rsm = plan.rsm
+    a.csm = plan.csm
+    a.L = plan.L
+    a.S = plan.S
+    a.E = plan.E
+    a.Ev = plan.Ev
+    a.scale = plan.scale
+    a.causal = 1 if plan.causal else 0
+    a.shift = plan.shift
     if Q.dtype.num == cnp.NPY_FLOAT32:
         with nogil:
             st = cattn_attention_f32(&a, n_threads)

@@ -2,10 +2,12 @@
 """cattn._ext — the one compiled module: NumPy arrays in, pointers to C,
 the GIL released while C runs, C status codes turned into exceptions.
 
-Callers (cattn/ops.py and friends) have already validated dtypes, shapes
-and strides; every function here takes arrays whose data is aligned and
-whose element strides are passed explicitly (in elements).
-One file per concern is included at the end (_gemm.pxi, ...).
+Callers (cattn/ops/: gemm.py, attention.py, rows.py) have already validated
+dtypes, shapes and strides; every function here takes arrays whose data is
+aligned and whose element strides are passed explicitly (in elements).
+One file per concern is included at the end (_gemm.pxi, _attention.pxi,
+_rows.pxi). The C constants Python needs are exported once from here:
+ACT_CODES (activations) and MASK_KINDS (attention masks).
 """
 cimport numpy as cnp
 from libc.stdint cimport int64_t
@@ -21,12 +23,18 @@ cdef extern from "cattn.h" nogil:
     int cattn_have_openmp()
     int cattn_omp_max_threads()
     const char *cattn_compiler()
+    int CATTN_ACT_NONE, CATTN_ACT_RELU, CATTN_ACT_GELU, CATTN_ACT_GELU_TANH, CATTN_ACT_SILU
 
 cdef extern from "config.h":
     int CATTN_MR_F32, CATTN_NR_F32, CATTN_KC_F32, CATTN_MC_F32, CATTN_NC_F32
     int CATTN_MR_F64, CATTN_NR_F64, CATTN_KC_F64, CATTN_MC_F64, CATTN_NC_F64
 
 cattn_init()
+
+# The activations of the GEMM epilogue and of cattn_act_* (csrc/cattn.h
+# CATTN_ACT_*), by the names the Python API takes; ordered by code.
+ACT_CODES = {"none": CATTN_ACT_NONE, "relu": CATTN_ACT_RELU, "gelu": CATTN_ACT_GELU,
+             "gelu_tanh": CATTN_ACT_GELU_TANH, "silu": CATTN_ACT_SILU}
 
 
 def block_sizes():

@@ -1,5 +1,5 @@
-# _gemm.pxi — GEMM entry points (csrc/gemm.c). Included by _ext.pyx.
-#   C[M,N] = alpha * A[M,K] · B[K,N] + beta * C  (+ bias[N], act)
+# _gemm.pxi — GEMM entry points (csrc/gemm.c). Included by _ext.pyx; called by cattn/ops/gemm.py.
+#   C[M,N] = A[M,K] · B[K,N]  (+ bias[N], act: an _ext.ACT_CODES value); C is only written
 # Strides are in elements; batched calls take int64 offset arrays.
 
 cdef extern from "cattn.h" nogil:
@@ -7,25 +7,25 @@ cdef extern from "cattn.h" nogil:
                        const float *A, int64_t rsa, int64_t csa,
                        const float *B, int64_t rsb, int64_t csb,
                        int64_t M, int64_t N, int64_t K,
-                       float alpha, float beta, const float *bias, int act,
+                       const float *bias, int act,
                        int n_threads)
     int cattn_gemm_f64(double *C, int64_t rsc, int64_t csc,
                        const double *A, int64_t rsa, int64_t csa,
                        const double *B, int64_t rsb, int64_t csb,
                        int64_t M, int64_t N, int64_t K,
-                       double alpha, double beta, const double *bias, int act,
+                       const double *bias, int act,
                        int n_threads)
     int cattn_gemm_batched_f32(float *C, const int64_t *offc, int64_t rsc, int64_t csc,
                                const float *A, const int64_t *offa, int64_t rsa, int64_t csa,
                                const float *B, const int64_t *offb, int64_t rsb, int64_t csb,
                                int64_t nb, int64_t M, int64_t N, int64_t K,
-                               float alpha, float beta, const float *bias, int act,
+                               const float *bias, int act,
                                int n_threads)
     int cattn_gemm_batched_f64(double *C, const int64_t *offc, int64_t rsc, int64_t csc,
                                const double *A, const int64_t *offa, int64_t rsa, int64_t csa,
                                const double *B, const int64_t *offb, int64_t rsb, int64_t csb,
                                int64_t nb, int64_t M, int64_t N, int64_t K,
-                               double alpha, double beta, const double *bias, int act,
+                               const double *bias, int act,
                                int n_threads)
 
 
@@ -33,8 +33,8 @@ def gemm(cnp.ndarray C, int64_t rsc, int64_t csc,
          cnp.ndarray A, int64_t rsa, int64_t csa,
          cnp.ndarray B, int64_t rsb, int64_t csb,
          int64_t M, int64_t N, int64_t K,
-         double alpha, double beta, object bias, int act, int n_threads):
-    """C (OUT, base pointer of the (M,N) view) = alpha*A·B + beta*C (+bias, act).
+         object bias, int act, int n_threads):
+    """C (OUT, base pointer of the (M,N) view) = A·B (+bias, act).
     A, B, C: arrays whose data pointer is element (0,0); bias: contiguous or None."""
     cdef void *pc = cnp.PyArray_DATA(C)
     cdef void *pa = cnp.PyArray_DATA(A)
@@ -46,12 +46,12 @@ def gemm(cnp.ndarray C, int64_t rsc, int64_t csc,
     if C.dtype.num == cnp.NPY_FLOAT32:
         with nogil:
             st = cattn_gemm_f32(<float *>pc, rsc, csc, <const float *>pa, rsa, csa,
-                                <const float *>pb, rsb, csb, M, N, K, <float>alpha,
-                                <float>beta, <const float *>pbias, act, n_threads)
+                                <const float *>pb, rsb, csb, M, N, K,
+                                <const float *>pbias, act, n_threads)
     else:
         with nogil:
             st = cattn_gemm_f64(<double *>pc, rsc, csc, <const double *>pa, rsa, csa,
-                                <const double *>pb, rsb, csb, M, N, K, alpha, beta,
+                                <const double *>pb, rsb, csb, M, N, K,
                                 <const double *>pbias, act, n_threads)
     _check(st)
 
@@ -60,7 +60,7 @@ def gemm_batched(cnp.ndarray C, const int64_t[::1] offc, int64_t rsc, int64_t cs
                  cnp.ndarray A, const int64_t[::1] offa, int64_t rsa, int64_t csa,
                  cnp.ndarray B, const int64_t[::1] offb, int64_t rsb, int64_t csb,
                  int64_t M, int64_t N, int64_t K,
-                 double alpha, double beta, object bias, int act, int n_threads):
+                 object bias, int act, int n_threads):
     """Batched GEMM; offsets (in elements) locate item b of each operand."""
     cdef void *pc = cnp.PyArray_DATA(C)
     cdef void *pa = cnp.PyArray_DATA(A)
@@ -77,13 +77,13 @@ def gemm_batched(cnp.ndarray C, const int64_t[::1] offc, int64_t rsc, int64_t cs
             st = cattn_gemm_batched_f32(<float *>pc, &offc[0], rsc, csc,
                                         <const float *>pa, &offa[0], rsa, csa,
                                         <const float *>pb, &offb[0], rsb, csb,
-                                        nb, M, N, K, <float>alpha, <float>beta,
+                                        nb, M, N, K,
                                         <const float *>pbias, act, n_threads)
     else:
         with nogil:
             st = cattn_gemm_batched_f64(<double *>pc, &offc[0], rsc, csc,
                                         <const double *>pa, &offa[0], rsa, csa,
                                         <const double *>pb, &offb[0], rsb, csb,
-                                        nb, M, N, K, alpha, beta,
+                                        nb, M, N, K,
                                         <const double *>pbias, act, n_threads)
     _check(st)

@@ -1,7 +1,7 @@
-# _rows.pxi — row-wise kernels (csrc/softmax.c, norm.c, act.c). Included by _ext.pyx.
+# _rows.pxi — row-wise kernels (csrc/rows.c). Included by _ext.pyx.
 #   softmax / log_softmax over the middle axis of an (outer, n, inner) view,
 #   layer_norm / rms_norm over rows, elementwise activations, the exp hook.
-# Callers (cattn/functional.py) validated everything: arrays are float32 or
+# Callers (cattn/ops/rows.py) validated everything: arrays are float32 or
 # float64 with the dtype of `y`, aligned, strides in whole elements; the
 # pointer passed is each array's data pointer, element (0, ..., 0).
 

@@ -1,7 +1,9 @@
 """Input checks shared by every op: one place that turns user input into
 arrays the C kernels can read, and raises clear errors otherwise.
 
-Rules: float32 and float64 are computed natively; mixed inputs promote as
+Rules: float32 and float64 (FLOAT_DTYPES, the one set every op checks
+against: `as_float_array` for arrays, `as_float_dtype` for dtype
+arguments) are computed natively; mixed inputs promote as
 NumPy does (to float64); any other dtype raises TypeError naming it.
 Arrays are never copied unless the kernel cannot read them as they are
 (unaligned data, strides that are not whole elements, a dtype to promote):
@@ -180,6 +182,19 @@ def as_float_array(x, name, op):
     return arr
 
 
+def as_float_dtype(dtype, op):
+    """A dtype argument (anything numpy.dtype accepts) as float32 or float64;
+    TypeError naming it otherwise."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: dtype {show(dtype)} is not a NumPy dtype; use float32 or "
+                        "float64") from None
+    if dt not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: dtype {dt} not supported; use float32 or float64")
+    return dt
+
+
 def result_dtype(*arrays):
     return np.result_type(*[a.dtype for a in arrays])
 
@@ -190,20 +205,6 @@ def result_dtype(*arrays):
 # (e.g. np.frombuffer(buf, np.float32, offset=1)): a C kernel reading it
 # through a float pointer is undefined behaviour. The helpers below copy such
 # arrays once into fresh (aligned) memory; aligned inputs pass untouched.
-
-def _whole(arr):
-    """aligned, with every stride a whole number of elements."""
-    f = arr.flags
-    if not f.aligned:
-        return False
-    if f.c_contiguous:
-        return True
-    item = arr.itemsize
-    for s in arr.strides:
-        if s % item:
-            return False
-    return True
-
 
 def readable(arr, dtype, last_contig=False):
     """arr as `dtype`, aligned, with whole-element strides (and, with
@@ -243,11 +244,6 @@ def contiguous(arr, dtype):
     if arr.dtype == dtype and f.c_contiguous and f.aligned:
         return arr
     return np.array(arr, dtype=dtype, order="C", copy=True)
-
-
-def is_readable(arr):
-    """What every array passed to cattn._ext satisfies (used by the tests)."""
-    return _whole(arr)
 
 
 def estrides(arr):

@@ -20,10 +20,8 @@ import unicodedata
 
 import numpy as np
 
-from .attention import attention_weights, scaled_dot_product_attention
-from .functional import softmax
 from .nn import MultiheadAttention
-from .ops import matmul
+from .ops import attention_weights, matmul, scaled_dot_product_attention, softmax
 
 TOKENS = ("猫", "抓", "老鼠")
 GLOSS = ("cat", "catches", "mouse")

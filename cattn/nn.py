@@ -12,16 +12,26 @@ What it is not: a training library. There is no autograd; `dropout`
 arguments are accepted for torch compatibility and ignored, i.e. every module
 behaves as a torch module in eval() mode.
 
-Reading order: Module (parameters, state_dict) -> Linear, LayerNorm ->
+Reading order: Module (parameters, state_dict; skip_init) -> Linear,
+LayerNorm, Embedding -> RealTokens (the real-tokens-only layout) ->
 MultiheadAttention -> TransformerEncoderLayer, TransformerDecoderLayer ->
 TransformerEncoder, TransformerDecoder -> PositionalEncoding,
 RotaryEmbedding -> DecoderOnly (GPT-style stack with per-layer KV caches).
+Models (cattn.models) are built from these classes, never beside them.
 
 Shape legend (batch_first=True, the default here; torch defaults to False):
     B batch, L target (query) length, S source (key) length,
-    E embed dim (d_model), H heads, D = E // H head dim, F feed-forward dim.
+    E embed dim (d_model), H heads, D = E // H head dim, F feed-forward dim,
+    T real (non-padding) tokens of a padded batch (the token rows (T, E)).
 Activations are (B, L, E); with batch_first=False they are (L, B, E), as in
 torch. Unbatched (L, E) inputs are accepted by MultiheadAttention.
+
+Real tokens only: with a key padding mask, the encoder layer and stack can
+skip the padding (forward(..., skip_padding=True), or forward_tokens on the
+(T, E) rows with a RealTokens): projections, norms and the feed-forward
+network run on the T real tokens, attention on the padded layout with the
+padding keys masked. Real positions get the full path's values; padding
+positions are 0.
 
 Documented departures from torch:
 - batch_first=True and need_weights=False by default.
@@ -37,29 +47,30 @@ Documented departures from torch:
 - load_state_dict casts floating-point arrays of another precision to the
   module's dtype (torch's copy_ semantics), after checking that no finite
   value overflows; non-float arrays raise TypeError.
+- Extensions, all keyword-only or extra methods: skip_padding= on the
+  encoder layer and stack, forward_tokens, kv_cache= (DecoderOnly).
 """
+import contextvars
 import copy
 import math
 from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ._validate import (INTP_MAX, as_flag, as_int, as_real, check_size, native, physical_memory,
-                        readable, show)
-from .attention import KVCache, attention_weights, scaled_dot_product_attention
-from .functional import layer_norm
-from .ops import linear, matmul
+from ._validate import (FLOAT_DTYPES as _FLOATS, INTP_MAX, as_flag, as_int, as_real, check_size,
+                        native, physical_memory, readable, show)
+from .ops.attention import KVCache, attention_weights, scaled_dot_product_attention
+from .ops.rows import layer_norm
+from .ops.gemm import ACTIVATIONS, linear, matmul
 
 __all__ = [
     "Module", "ModuleList", "Linear", "LayerNorm", "MultiheadAttention",
     "TransformerEncoderLayer", "TransformerDecoderLayer",
     "TransformerEncoder", "TransformerDecoder",
-    "PositionalEncoding", "RotaryEmbedding", "DecoderOnly",
-    "generate_square_subsequent_mask",
+    "PositionalEncoding", "RotaryEmbedding", "DecoderOnly", "Embedding", "RealTokens",
+    "generate_square_subsequent_mask", "skip_init",
 ]
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -122,14 +133,33 @@ def _check_stack(owner, n, layer):
                           f"({ram if ram is not None else INTP_MAX} bytes)")
 
 
+# True while skip_init builds a module: parameters are allocated, not drawn
+_SKIP_INIT = contextvars.ContextVar("cattn_nn_skip_init", default=False)
+
+
+def skip_init(module_cls, *args, **kwargs):
+    """module_cls(*args, **kwargs) with its random initial weights allocated
+    but not drawn (contents undefined; norms and biases keep their constant
+    initial values), as torch.nn.utils.skip_init: for modules whose weights
+    are loaded next (load_state_dict), which then skips the random draws."""
+    token = _SKIP_INIT.set(True)
+    try:
+        return module_cls(*args, **kwargs)
+    finally:
+        _SKIP_INIT.reset(token)
+
+
 def _new_param(owner, what, shape, dtype, make):
     """make() -> the initial array of `shape` (built via float64 random
     numbers): a size NumPy cannot hold raises ValueError, one larger than
     the machine's memory or than what can be allocated MemoryError, both
-    naming the module, the parameter and its shape."""
-    check_size(shape, dtype, owner, what, eager=True, extra_bytes_per_item=8)  # + float64 temp
+    naming the module, the parameter and its shape. Under skip_init: an
+    uninitialised array."""
+    skip = _SKIP_INIT.get()
+    check_size(shape, dtype, owner, what, eager=True,
+               extra_bytes_per_item=0 if skip else 8)  # + float64 temp
     try:
-        return make()
+        return np.empty(shape, dtype) if skip else make()
     except MemoryError as e:
         raise MemoryError(f"{owner}: cannot allocate {what} of shape {tuple(shape)}: {e}") from None
 
@@ -408,6 +438,149 @@ class LayerNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
+class Embedding(Module):
+    """A lookup table: token ids (...) -> rows of weight (num_embeddings,
+    embedding_dim), as torch's nn.Embedding (weight initialised N(0, 1), the
+    padding_idx row zero). forward returns a new array (a gather, no GEMM)."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, *, dtype=np.float32,
+                 seed=None):
+        super().__init__()
+        owner = "Embedding"
+        dtype = _module_dtype(dtype, owner)
+        n = _positive_int(num_embeddings, "num_embeddings", owner)
+        d = _positive_int(embedding_dim, "embedding_dim", owner)
+        if padding_idx is not None:
+            padding_idx = as_int(padding_idx, "padding_idx", owner, lo=-n, hi=n - 1) % n
+        self.num_embeddings, self.embedding_dim, self.padding_idx = n, d, padding_idx
+        rng = _rng(seed)
+        self.register_parameter("weight", _new_param(
+            owner, "weight", (n, d), dtype,
+            lambda: rng.standard_normal((n, d)).astype(dtype)))
+        if padding_idx is not None:
+            self.weight[padding_idx] = 0
+
+    def forward(self, input):
+        """input: integer ids (...) in [0, num_embeddings) -> (..., embedding_dim)."""
+        ids = np.asarray(input)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"Embedding: input must hold integer ids, got dtype {ids.dtype}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_embeddings):
+            raise ValueError(f"Embedding: ids must lie in [0, {self.num_embeddings}), got "
+                             f"[{ids.min()}, {ids.max()}]")
+        return self.weight[ids]
+
+    def extra_repr(self):
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
+
+
+# ----------------------------------------------------------------------------
+# Real tokens of a padded batch
+
+
+class RealTokens:
+    """Where the real (non-padding) tokens of a padded batch (B, L) sit: the
+    layout of the real-tokens-only path (`forward_tokens` of
+    MultiheadAttention, TransformerEncoderLayer and TransformerEncoder, and
+    their forward(..., skip_padding=True)).
+
+    On that path the token-wise work — the Q/K/V and output projections,
+    the norms, the feed-forward network — runs on the T real tokens stacked
+    as rows (T, E), sequence 0's tokens first, each in position order; only
+    attention sees the padded (B, L) layout (its query/key/value rows spread
+    there, padding rows zero, padding keys masked). Padding costs nothing
+    outside attention, and the real rows get the values of the full path.
+
+    key_padding_mask: (B, L), torch's convention — bool True = padding, or
+    float with -inf = padding (added to the scores as given) — or None.
+    Attributes: B, L, T; key_padding_mask (None when nothing is padded);
+    real (B, L) bool, True = a real token; rows (T,) the flat positions
+    b * L + l of the real tokens, ascending, or None when nothing is padded
+    (T = B * L: the token rows are every position and packing a reshape).
+    A sequence that is all padding has no token rows.
+    """
+
+    def __init__(self, B, L, key_padding_mask=None):
+        owner = "RealTokens"
+        self.B, self.L = as_int(B, "B", owner), as_int(L, "L", owner)
+        self.key_padding_mask = self.rows = None
+        self.real = np.ones((self.B, self.L), bool)
+        if key_padding_mask is not None:
+            m = np.asarray(key_padding_mask)
+            if m.shape != (self.B, self.L):
+                raise ValueError(f"{owner}: key_padding_mask has shape {m.shape}, expected "
+                                 f"(B, L) = {(self.B, self.L)}")
+            if m.dtype == np.bool_:
+                pad = m
+            elif m.dtype.kind == "f":
+                pad = np.isneginf(m)
+            else:
+                raise TypeError(f"{owner}: key_padding_mask has dtype {m.dtype}; expected bool "
+                                "(True = padding) or float (-inf = padding)")
+            if pad.any():
+                self.real = ~pad
+                self.rows = np.flatnonzero(self.real)
+            if pad.any() or m.dtype != np.bool_:
+                self.key_padding_mask = m
+        self.T = self.B * self.L if self.rows is None else self.rows.size
+        self._buf = None
+
+    def pack(self, x):
+        """x (B, L, ...) -> the real tokens' rows (T, ...) (a new array, or a
+        view when nothing is padded and x is contiguous)."""
+        x = np.asarray(x)
+        flat = x.reshape((self.B * self.L,) + x.shape[2:])
+        return flat if self.rows is None else flat[self.rows]
+
+    def unpack(self, y):
+        """Token rows y (T, ...) -> (B, L, ...), zeros at padding positions
+        (a reshaped view of y when nothing is padded)."""
+        if self.rows is None:
+            return y.reshape((self.B, self.L) + y.shape[1:])
+        out = np.zeros((self.B * self.L,) + y.shape[1:], y.dtype)
+        out[self.rows] = y
+        return out.reshape((self.B, self.L) + y.shape[1:])
+
+    def spread(self, y):
+        """Token rows y (T, n) -> (B * L, n) with zero padding rows (y itself
+        when nothing is padded). The buffer is kept and reused by the next
+        call of the same width and dtype (each layer of a stack): only its
+        real rows are ever written, so its padding rows stay zero."""
+        if self.rows is None:
+            return y
+        b = self._buf
+        if b is None or b.shape[1:] != y.shape[1:] or b.dtype != y.dtype:
+            b = self._buf = np.zeros((self.B * self.L,) + y.shape[1:], y.dtype)
+        b[self.rows] = y
+        return b
+
+    def gather(self, y):
+        """Padded rows y (B * L, n) -> the real tokens' rows (T, n)."""
+        return y if self.rows is None else y.take(self.rows, axis=0)
+
+
+def _on_real_tokens(run, src, tokens_kpm, batch_first, dtype, owner):
+    """run(x (T, E), tokens) -> (T, E) applied to the real tokens of src
+    (B, L, E) — (L, B, E) if not batch_first, (L, E) unbatched with a (L,)
+    mask — under key padding mask tokens_kpm (True = padding). Returns the
+    input's layout, zeros at padding positions."""
+    x = _as_input(src, "src", dtype, owner)
+    if x.ndim not in (2, 3):
+        raise ValueError(f"{owner}: src has shape {x.shape}; expected (B, L, E), "
+                         "(L, B, E) or unbatched (L, E)")
+    batched = x.ndim == 3
+    if not batched:
+        x, tokens_kpm = x[None], np.asarray(tokens_kpm)[None]
+    elif not batch_first:
+        x = x.swapaxes(0, 1)
+    tokens = RealTokens(x.shape[0], x.shape[1], tokens_kpm)
+    y = tokens.unpack(run(tokens.pack(x), tokens))
+    if not batched:
+        return y[0]
+    return y if batch_first else np.ascontiguousarray(y.swapaxes(0, 1))
+
+
 # ----------------------------------------------------------------------------
 # Multi-head attention
 
@@ -607,6 +780,45 @@ class MultiheadAttention(Module):
         out = linear(ctx, self.out_proj.weight, self.out_proj.bias)
         return (out if batched else out[0]), weights
 
+    def forward_tokens(self, x, tokens, attn_mask=None, is_causal=False, *, need_weights=False):
+        """Self-attention on the real tokens of a padded batch (the
+        real-tokens-only path, see RealTokens): x (T, E) their rows, tokens
+        a RealTokens (B, L). Returns (out (T, E), weights or None).
+
+        Q, K and V are projected for the T rows only (one GEMM with
+        in_proj_weight), spread into the padded layout (padding rows zero)
+        where the fused attention runs with tokens.key_padding_mask masking
+        the padding keys (attn_mask (L, L) or (B*H, L, L) and is_causal as in
+        forward); the output projection runs on the T rows again. Real rows
+        equal forward(..., key_padding_mask=tokens.key_padding_mask)'s.
+        need_weights: also the per-head probabilities (B, H, L, L), computed
+        beside the fused attention (the output does not depend on it)."""
+        owner = "MultiheadAttention"
+        if not isinstance(tokens, RealTokens):
+            raise TypeError(f"{owner}: tokens must be a cattn.nn.RealTokens, got {show(tokens)}")
+        if not self._qkv_same_embed_dim:
+            raise ValueError(f"{owner}: forward_tokens is self-attention: it needs kdim = vdim "
+                             f"= embed_dim, got kdim={self.kdim}, vdim={self.vdim}")
+        x = _as_input(x, "x", self.dtype, owner)
+        is_causal = False if is_causal is None else as_flag(is_causal, "is_causal", owner)
+        need_weights = as_flag(need_weights, "need_weights", owner)
+        B, L, E, H = tokens.B, tokens.L, self.embed_dim, self.num_heads
+        if x.shape != (tokens.T, E):
+            raise ValueError(f"{owner}: x has shape {x.shape}; expected the (T, E) = "
+                             f"{(tokens.T, E)} rows of the real tokens")
+        qkv = tokens.spread(linear(x, self.in_proj_weight, self.in_proj_bias))  # (B*L, 3E)
+        q, k, v = _split_heads(qkv.reshape(B, L, 3 * E), 3, H, True)          # (B, H, L, D)
+        if self.rotary is not None:
+            q, k = self.rotary(q, k)
+        mask, causal = self._sdpa_mask(attn_mask, tokens.key_padding_mask, is_causal, B, L, L,
+                                       True)
+        ctx = np.empty((B, L, E), self.dtype)
+        scaled_dot_product_attention(q, k, v, mask, is_causal=causal,
+                                     out=_split_heads(ctx, 1, H, True)[0])
+        weights = attention_weights(q, k, mask, is_causal=causal) if need_weights else None
+        ctx = tokens.gather(ctx.reshape(B * L, E))                             # (T, E)
+        return linear(ctx, self.out_proj.weight, self.out_proj.bias), weights
+
 
 def _mask_array(m, name, dtype, owner):
     m = np.asarray(m)
@@ -660,23 +872,54 @@ class TransformerEncoderLayer(Module):
     def _ff(self, x):
         return self.linear2(self.linear1(x, self.activation))
 
-    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False, *,
-                kv_cache=None):
-        """src (B, L, E) -> (B, L, E). src_mask / src_key_padding_mask /
-        is_causal as MultiheadAttention's attn_mask / key_padding_mask /
-        is_causal. kv_cache: see MultiheadAttention.forward (DecoderOnly)."""
-        x = _as_input(src, "src", self.dtype, type(self).__name__)
-        kw = dict(attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
-                  is_causal=is_causal, kv_cache=kv_cache)
+    def _blocks(self, x, attend):
+        """The two residual blocks around attend(x) -> SA(x) (a new array)."""
         if self.norm_first:
-            a = self.self_attn(self.norm1(x), **kw)[0]
+            a = attend(self.norm1(x))
             x = np.add(a, x, out=a)                 # x + SA(norm1(x)), into SA's buffer
             f = self._ff(self.norm2(x))
             return np.add(f, x, out=f)
-        a = self.self_attn(x, **kw)[0]
+        a = attend(x)
         x = self.norm1(np.add(a, x, out=a), out=a)  # norm1(x + SA(x)), all in SA's buffer
         f = self._ff(x)
         return self.norm2(np.add(f, x, out=f), out=f)
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False, *,
+                kv_cache=None, skip_padding=False):
+        """src (B, L, E) -> (B, L, E). src_mask / src_key_padding_mask /
+        is_causal as MultiheadAttention's attn_mask / key_padding_mask /
+        is_causal. kv_cache: see MultiheadAttention.forward (DecoderOnly).
+
+        skip_padding (cattn extension, keyword-only; default False = torch's
+        full computation): with a src_key_padding_mask, run the real-tokens-
+        only path (forward_tokens): the projections, norms and feed-forward
+        network skip the padding positions. Real positions get the values of
+        the full path (same ops on the same rows); padding positions are 0
+        (as torch's nested-tensor fast path returns), and a sequence that is
+        all padding is all 0. Without a key padding mask it changes nothing."""
+        owner = type(self).__name__
+        if skip_padding and src_key_padding_mask is not None and kv_cache is None:
+            return _on_real_tokens(
+                lambda x, tokens: self.forward_tokens(x, tokens, src_mask, is_causal)[0],
+                src, src_key_padding_mask, self.batch_first, self.dtype, owner)
+        x = _as_input(src, "src", self.dtype, owner)
+        kw = dict(attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
+                  is_causal=is_causal, kv_cache=kv_cache)
+        return self._blocks(x, lambda y: self.self_attn(y, **kw)[0])
+
+    def forward_tokens(self, x, tokens, src_mask=None, is_causal=False, *, need_weights=False):
+        """The layer on the real tokens of a padded batch (see RealTokens):
+        x (T, E) -> (out (T, E), attention weights (B, H, L, L) or None).
+        Attention runs on the padded layout (MultiheadAttention.
+        forward_tokens), everything else on the T rows only."""
+        weights = []
+
+        def attend(y):
+            a, w = self.self_attn.forward_tokens(y, tokens, src_mask, is_causal,
+                                                 need_weights=need_weights)
+            weights.append(w)
+            return a
+        return self._blocks(x, attend), weights[0]
 
 
 class TransformerDecoderLayer(Module):
@@ -767,17 +1010,38 @@ class TransformerEncoder(Module):
         self.num_layers = n
         self.norm = norm
 
-    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None, *,
+                skip_padding=False):
         """src (B, L, E) -> (B, L, E). is_causal=None: detected from `mask`
-        (torch's causal mask, bool or float), as torch does."""
+        (torch's causal mask, bool or float), as torch does.
+        skip_padding (keyword-only, default False): with a
+        src_key_padding_mask, the real-tokens-only path through the whole
+        stack (forward_tokens: packed once, unpacked once); real positions as
+        the full path, padding positions 0 (see TransformerEncoderLayer)."""
+        first = self.layers[0]
         if is_causal is None:
             x0 = np.asarray(src)
-            ax = 1 if (self.layers[0].batch_first and x0.ndim == 3) else 0
+            ax = 1 if (first.batch_first and x0.ndim == 3) else 0
             is_causal = _is_causal_mask(mask, x0.shape[ax]) if x0.ndim >= 2 else False
+        if skip_padding and src_key_padding_mask is not None:
+            return _on_real_tokens(
+                lambda x, tokens: self.forward_tokens(x, tokens, mask, is_causal)[0],
+                src, src_key_padding_mask, first.batch_first, first.dtype, type(self).__name__)
         x = src
         for layer in self.layers:
             x = layer(x, mask, src_key_padding_mask, is_causal)
         return _final_norm(self.norm, x)
+
+    def forward_tokens(self, x, tokens, mask=None, is_causal=False, *, need_weights=False):
+        """The stack on the real tokens of a padded batch (see RealTokens):
+        x (T, E) -> (out (T, E), a list of each layer's attention weights
+        (B, H, L, L) if need_weights else None)."""
+        weights = [] if need_weights else None
+        for layer in self.layers:
+            x, w = layer.forward_tokens(x, tokens, mask, is_causal, need_weights=need_weights)
+            if need_weights:
+                weights.append(w)
+        return _final_norm(self.norm, x), weights
 
 
 class TransformerDecoder(Module):

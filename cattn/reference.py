@@ -2,8 +2,11 @@
 straight from the formulas. Slow on purpose: tests and docs compare against
 it; no forward path of cattn calls it.
 
-Shape legend: B batch, H heads (Hq query heads), L query length,
-S key length, E head dim, Ev value head dim.
+Shape legend (cattn's ops): B batch, Hq query heads, H kv heads, L queries,
+S keys, E is the head dim (of queries and keys), Ev the value dim; M/N/K
+for matrix products. The layer and model references below (mha, bert)
+follow cattn.nn's legend instead: E the embedding dim (torch's embed_dim),
+D = E / H the head dim.
 """
 import math
 

@@ -1,107 +1,85 @@
-/* attention.c — fused attention: the portable C instantiation of
- * attention_tmpl.h and the public entry points, which pick the AVX2/FMA
- * build (attention_avx2.c) when cpu.c selected it.
+/* attention.c — the fused attention's driver: picks the decode or flash
+ * path, sizes the scratch once, runs one OpenMP parallel region and calls
+ * the tile kernels of the dispatch table (kernels/attention_tiles_tmpl.h,
+ * instantiated per ISA). Not here: any arithmetic on the data.
+ *
+ * Contract (cattn.h): O = softmax(Q K^T * scale + mask) V per (batch, head),
+ * or the weights W = softmax(...) when args->W is set.
+ * Legend: L queries, S keys, E head dim, Ev value dim; a "unit" is one
+ * (batch, kv head) with `group` query heads.
+ * Tasks never depend on the thread count: decode splits the keys in fixed
+ * chunks combined in chunk order; flash gives each (query head, q-block)
+ * to one thread. So results are bitwise identical for any n_threads.
  */
-#include <math.h>
-#include "kernels.h"
-#include "vexp.h"
+#include "dispatch.h"
+#include "threads.h"
 
-#define ATTN_REF_UKR(SFX, T, MR_, NR_)                                            \
-static inline void ukr_ref_##SFX(int64_t k, const T *a, int64_t lak, int64_t lai,  \
-                                 const T *b, int64_t ldb, T *c, int64_t ldc, int acc) \
-{                                                                                 \
-    T t[MR_][NR_] = {{0}};                                                        \
-    for (int64_t p = 0; p < k; p++)                                               \
-        for (int i = 0; i < MR_; i++) {                                           \
-            const T ai = a[p * lak + i * lai];                                    \
-            for (int j = 0; j < NR_; j++) t[i][j] += ai * b[p * ldb + j];         \
-        }                                                                         \
-    for (int i = 0; i < MR_; i++)                                                 \
-        for (int j = 0; j < NR_; j++)                                             \
-            c[i * ldc + j] = acc ? c[i * ldc + j] + t[i][j] : t[i][j];            \
-}                                                                                 \
-static inline void expsub_ref_##SFX(T *x, const T *m, T *l, int64_t n)            \
-{                                                                                 \
-    for (int64_t i = 0; i < n; i++) { x[i] = cattn_exp_##SFX(x[i] - m[i]); l[i] += x[i]; } \
+static int attention_run(cattn_attn_args *g, const cattn_attn_kernels *k, size_t tsize,
+                         int n_threads)
+{
+    const int64_t rows = g->group * g->L;
+    const int decode = !g->W && g->L <= CATTN_DECODE_MAX_ROWS;
+    const int64_t nuq = g->nkv * g->group, nqb = cattn_cdiv(g->L, k->br);
+    cattn_attn_run run = {g, cattn_cdiv(g->S, k->bc), NULL, cattn_cdiv(g->S, CATTN_DECODE_CHUNK), NULL};
+    const int64_t ntask = decode ? g->nkv * run.nch : nuq * nqb;
+    const double flops = 4.0 * (double)rows * g->nkv * g->S * (double)(g->E + g->Ev);
+    const int nt = cattn_threads_for(flops, CATTN_ATTN_FLOPS_PER_THREAD, ntask, n_threads);
+
+    /* per-thread scratch (elements): decode scores + the combine's Ev
+     * doubles, or one flash task's tiles; then the decode partials, then
+     * the V block flags (bytes) */
+    size_t per;
+    if (decode) {
+        per = (size_t)(rows * (cattn_round_up(g->E, 16) + CATTN_DECODE_CHUNK));
+        const size_t comb = (size_t)g->Ev * sizeof(double) / tsize;
+        per = per > comb ? per : comb;
+    } else {
+        per = k->task_scratch(g);
+    }
+    per = (size_t)cattn_round_up((int64_t)per, 16);
+    const size_t part = decode ? (size_t)(g->nkv * run.nch * rows * (2 + g->Ev)) : 0;
+    const size_t flags = decode || g->W ? 0 : (size_t)(g->nkv * run.nblk);
+    char *buf = cattn_aligned_alloc(tsize * (per * (size_t)nt + part) + flags);
+    if (!buf) return CATTN_ENOMEM;
+    run.part = buf + tsize * per * (size_t)nt;
+    run.vflags = flags ? (uint8_t *)buf + tsize * (per * (size_t)nt + part) : NULL;
+    (void)nt;                                   /* unused without OpenMP */
+
+    CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
+    {
+        void *work = buf + tsize * per * (size_t)CATTN_TID();
+        if (decode) {
+            CATTN_OMP(omp for schedule(dynamic, 1))
+            for (int64_t t = 0; t < ntask; t++)
+                k->decode_task(&run, t / run.nch, t % run.nch, work);
+            CATTN_OMP(omp for schedule(static))
+            for (int64_t t = 0; t < g->nkv * rows; t++)
+                k->decode_combine(&run, t / rows, t % rows, work);
+        } else {
+            if (run.vflags) {
+                CATTN_OMP(omp for schedule(static))
+                for (int64_t t = 0; t < g->nkv * run.nblk; t++)
+                    k->scan_v(&run, t / run.nblk, t % run.nblk);
+            }
+            /* heavy q-blocks first: the late ones under a causal mask (more
+             * keys), else the full ones (the last block may be partial) */
+            CATTN_OMP(omp for schedule(dynamic, 1))
+            for (int64_t t = 0; t < ntask; t++)
+                k->flash_task(&run, t % nuq, g->causal ? nqb - 1 - t / nuq : t / nuq, work);
+        }
+    }
+    cattn_aligned_free(buf);
+    return CATTN_OK;
 }
-
-#define ATTN_REF_DECODE(SFX, T)                                                   \
-static inline T expsum_ref_##SFX(T *x, T m, int64_t n)                            \
-{                                                                                 \
-    T sum = 0;                                                                    \
-    for (int64_t s = 0; s < n; s++) { x[s] = cattn_exp_##SFX(x[s] - m); sum += x[s]; } \
-    return sum;                                                                   \
-}                                                                                 \
-static inline void pv_rows_ref_##SFX(T *o, const T *p, const T *V, int64_t rsv,   \
-                                     int64_t n, int64_t Ev)                       \
-{                                                                                 \
-    for (int64_t j = 0; j < Ev; j++) o[j] = 0;                                    \
-    for (int64_t s = 0; s < n; s++) {                                             \
-        if (p[s] == (T)0) continue;                                               \
-        for (int64_t j = 0; j < Ev; j++) o[j] += p[s] * V[s * rsv + j];           \
-    }                                                                             \
-}
-
-ATTN_REF_DECODE(f32, float)
-ATTN_REF_DECODE(f64, double)
-ATTN_REF_UKR(f32, float, CATTN_MR_F32, CATTN_NR_F32)
-ATTN_REF_UKR(f64, double, CATTN_MR_F64, CATTN_NR_F64)
-
-#define PATH ref
-#define T float
-#define SFX f32
-#define MR CATTN_MR_F32
-#define NR CATTN_NR_F32
-#define BR CATTN_ATTN_BR_F32
-#define BC CATTN_ATTN_BC_F32
-#define ukr ukr_ref_f32
-#define expsub expsub_ref_f32
-#define dot_rows cattn_dotn_ref_f32
-#define expsum expsum_ref_f32
-#define pv_rows pv_rows_ref_f32
-#define expf1 cattn_exp_f32
-#include "attention_tmpl.h"
-#undef T
-#undef SFX
-#undef MR
-#undef NR
-#undef BR
-#undef BC
-#undef ukr
-#undef expsub
-#undef dot_rows
-#undef expsum
-#undef pv_rows
-#undef expf1
-
-#define T double
-#define SFX f64
-#define MR CATTN_MR_F64
-#define NR CATTN_NR_F64
-#define BR CATTN_ATTN_BR_F64
-#define BC CATTN_ATTN_BC_F64
-#define ukr ukr_ref_f64
-#define expsub expsub_ref_f64
-#define dot_rows cattn_dotn_ref_f64
-#define expsum expsum_ref_f64
-#define pv_rows pv_rows_ref_f64
-#define expf1 cattn_exp_f64
-#include "attention_tmpl.h"
 
 int cattn_attention_f32(cattn_attn_args *args, int n_threads)
 {
     cattn_init();
-#ifdef CATTN_X86
-    if (cattn_kt.gemm_f32 == cattn_ukr_avx2_f32) return cattn_attention_avx2_f32(args, n_threads);
-#endif
-    return cattn_attention_ref_f32(args, n_threads);
+    return attention_run(args, &cattn_kt.attn_f32, sizeof(float), n_threads);
 }
 
 int cattn_attention_f64(cattn_attn_args *args, int n_threads)
 {
     cattn_init();
-#ifdef CATTN_X86
-    if (cattn_kt.gemm_f64 == cattn_ukr_avx2_f64) return cattn_attention_avx2_f64(args, n_threads);
-#endif
-    return cattn_attention_ref_f64(args, n_threads);
+    return attention_run(args, &cattn_kt.attn_f64, sizeof(double), n_threads);
 }

@@ -12,16 +12,9 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define CATTN_RESTRICT __restrict__
-#else
-#define CATTN_RESTRICT
-#endif
-
 /* status codes */
 #define CATTN_OK 0
 #define CATTN_ENOMEM 1
-#define CATTN_EINVAL 2
 
 /* epilogue activations, applied after bias while the C tile is in cache */
 #define CATTN_ACT_NONE 0
@@ -41,24 +34,24 @@ int cattn_omp_max_threads(void);
 const char *cattn_compiler(void);
 
 /* ---- gemm.c ----
- * C[M,N] = alpha * A[M,K] · B[K,N] + beta * C, then C[i,j] += bias[j] and
+ * C[M,N] = A[M,K] · B[K,N], then C[i,j] += bias[j] and
  * C = act(C) if bias / act are given.
  *   A: (M, K) element (i,p) at A[i*rsa + p*csa]
  *   B: (K, N) element (p,j) at B[p*rsb + j*csb]
  *   C: (M, N) element (i,j) at C[i*rsc + j*csc]; must not overlap A or B
  *   bias: (N,) contiguous or NULL
- * beta == 0 never reads C (NaN in C does not propagate). */
+ * C is only written, never read (NaN in C does not propagate). */
 int cattn_gemm_f32(float *C, int64_t rsc, int64_t csc,
                    const float *A, int64_t rsa, int64_t csa,
                    const float *B, int64_t rsb, int64_t csb,
                    int64_t M, int64_t N, int64_t K,
-                   float alpha, float beta, const float *bias, int act,
+                   const float *bias, int act,
                    int n_threads);
 int cattn_gemm_f64(double *C, int64_t rsc, int64_t csc,
                    const double *A, int64_t rsa, int64_t csa,
                    const double *B, int64_t rsb, int64_t csb,
                    int64_t M, int64_t N, int64_t K,
-                   double alpha, double beta, const double *bias, int act,
+                   const double *bias, int act,
                    int n_threads);
 
 /* Batched: for b in [0, nb): the GEMM above on A + offa[b], B + offb[b],
@@ -69,33 +62,14 @@ int cattn_gemm_batched_f32(float *C, const int64_t *offc, int64_t rsc, int64_t c
                            const float *A, const int64_t *offa, int64_t rsa, int64_t csa,
                            const float *B, const int64_t *offb, int64_t rsb, int64_t csb,
                            int64_t nb, int64_t M, int64_t N, int64_t K,
-                           float alpha, float beta, const float *bias, int act,
+                           const float *bias, int act,
                            int n_threads);
 int cattn_gemm_batched_f64(double *C, const int64_t *offc, int64_t rsc, int64_t csc,
                            const double *A, const int64_t *offa, int64_t rsa, int64_t csa,
                            const double *B, const int64_t *offb, int64_t rsb, int64_t csb,
                            int64_t nb, int64_t M, int64_t N, int64_t K,
-                           double alpha, double beta, const double *bias, int act,
+                           const double *bias, int act,
                            int n_threads);
-
-/* Single-threaded GEMM for use inside another kernel's parallel region:
- * no OpenMP construct, no allocation. Scratch: work must hold
- * cattn_gemm_work_size_*(M, N, K) elements, aligned to CATTN_ALIGN. */
-size_t cattn_gemm_work_size_f32(int64_t M, int64_t N, int64_t K);
-size_t cattn_gemm_work_size_f64(int64_t M, int64_t N, int64_t K);
-void cattn_gemm_st_f32(float *C, int64_t rsc, int64_t csc,
-                       const float *A, int64_t rsa, int64_t csa,
-                       const float *B, int64_t rsb, int64_t csb,
-                       int64_t M, int64_t N, int64_t K,
-                       float alpha, float beta, const float *bias, int act,
-                       float *work);
-void cattn_gemm_st_f64(double *C, int64_t rsc, int64_t csc,
-                       const double *A, int64_t rsa, int64_t csa,
-                       const double *B, int64_t rsb, int64_t csb,
-                       int64_t M, int64_t N, int64_t K,
-                       double alpha, double beta, const double *bias, int act,
-                       double *work);
-
 
 /* ---- attention.c: fused scaled-dot-product attention ----
  * O = softmax(Q K^T * scale + mask) V per (batch, head), flash-style: the
@@ -121,7 +95,6 @@ typedef struct {
     void *W; const int64_t *offw; int64_t rsw;
     int64_t nkv, group, L, S, E, Ev;
     double scale; int causal; int64_t shift;
-    int64_t nblk; uint8_t *vbad;   /* internal scratch, set by the kernel */
 } cattn_attn_args;
 
 int cattn_attention_f32(cattn_attn_args *args, int n_threads);

@@ -1,4 +1,5 @@
-/* config.h — every block size of cattn's kernels, in one place.
+/* config.h — every block size, chunk and thread threshold of cattn's
+ * kernels, in one place (the drivers and every ISA folder read them).
  *
  * GEMM (BLIS naming): C[M,N] += A[M,K] · B[K,N] is cut into
  *   NC columns of B   (jc loop; packed B panel KC x NC lives in L3)
@@ -30,6 +31,12 @@
  * runs on the small-M kernel reading the weight rows in place (no packing). */
 #define CATTN_GEMV_MAX_M 12
 
+/* The small-M GEMM splits the weight rows in fixed chunks of this many
+ * (results do not depend on threads), and takes one more thread per this
+ * much work (M*N*K). */
+#define CATTN_GEMV_CHUNK 192
+#define CATTN_GEMV_WORK_PER_THREAD 65536.0
+
 /* Below this many flops (2*M*N*K) a GEMM runs on one thread. */
 #define CATTN_GEMM_MIN_FLOPS_PER_THREAD (1 << 18)
 
@@ -48,5 +55,22 @@
  * log-sum-exp in chunk order, so results do not depend on threads. */
 #define CATTN_DECODE_MAX_ROWS 8
 #define CATTN_DECODE_CHUNK 256
+/* Decode scores are taken per block of this many keys for all query rows,
+ * while those K rows sit in L1. */
+#define CATTN_DECODE_KEY_BLOCK 16
+/* Attention takes one more thread per this many flops (4 L S (E + Ev) per head). */
+#define CATTN_ATTN_FLOPS_PER_THREAD 1e6
+
+/* Row kernels (softmax, norms, activations): one thread below this many
+ * elements per thread (fork/join would dominate); rows handed out about
+ * CATTN_ROWS_CHUNK elements at a time; activations split long rows into
+ * chunks of CATTN_ACT_CHUNK. Which thread computes a value never changes it. */
+#define CATTN_ROWS_MIN_PER_THREAD 32768
+#define CATTN_ROWS_CHUNK 16384
+#define CATTN_ACT_CHUNK 8192
+/* softmax along a non-last axis: blocks of this many adjacent columns
+ * (vector lanes across columns, no transpose) */
+#define CATTN_SMX_COLS_F32 32
+#define CATTN_SMX_COLS_F64 16
 
 #endif

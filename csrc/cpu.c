@@ -1,31 +1,17 @@
-/* cpu.c — CPU feature detection, the kernel dispatch table, scratch memory.
+/* cpu.c — CPU feature detection, the dispatch table (dispatch.h) filled
+ * once at load, scratch memory, build information.
  *
- * The table is filled once: AVX2+FMA micro-kernels when the CPU and OS
- * support them (compiled for that target alone in *_avx2.c), the portable C
- * kernels otherwise, or always when CATTN_FORCE_PORTABLE=1 is set.
+ * The table starts as the portable path (kernels/ref/table.c); each ISA the
+ * CPU and OS support then overrides its entries, unless
+ * CATTN_FORCE_PORTABLE=1 is set. Adding an ISA: its folder under kernels/
+ * and one block in cattn_init below.
  */
 #include <stdlib.h>
 #include <string.h>
-#include "kernels.h"
+#include "dispatch.h"
+#include "threads.h"
 
-/* designated initializers: entries added to cattn_dispatch_t by other
- * kernels slot in here without depending on the field order */
-#define CATTN_KT_PORTABLE {                                                      \
-    .name = "portable", .gemm_f32 = cattn_ukr_ref_f32, .gemm_f64 = cattn_ukr_ref_f64, \
-    .dotn_f32 = cattn_dotn_ref_f32, .dotn_f64 = cattn_dotn_ref_f64,              \
-    .gemv_tn_f32 = cattn_gemv_tn_ref_f32, .gemv_tn_f64 = cattn_gemv_tn_ref_f64,  \
-    .softmax_row_f32 = cattn_softmax_row_ref_f32,                                \
-    .softmax_row_f64 = cattn_softmax_row_ref_f64,                                \
-    .softmax_cols_f32 = cattn_softmax_cols_ref_f32,                              \
-    .softmax_cols_f64 = cattn_softmax_cols_ref_f64,                              \
-    .layer_norm_row_f32 = cattn_layer_norm_row_ref_f32,                          \
-    .layer_norm_row_f64 = cattn_layer_norm_row_ref_f64,                          \
-    .rms_norm_row_f32 = cattn_rms_norm_row_ref_f32,                              \
-    .rms_norm_row_f64 = cattn_rms_norm_row_ref_f64,                              \
-    .act_f32 = cattn_act_ref_f32, .act_f64 = cattn_act_ref_f64,                  \
-    .exp_f32 = cattn_exp_ref_f32, .exp_f64 = cattn_exp_ref_f64}
-
-cattn_dispatch_t cattn_kt = CATTN_KT_PORTABLE;
+cattn_dispatch_t cattn_kt;
 
 int cattn_cpu_has_avx2_fma(void)
 {
@@ -48,30 +34,10 @@ static int initialized = 0;
 void cattn_init(void)
 {
     if (initialized) return;
-    cattn_dispatch_t kt = CATTN_KT_PORTABLE;
+    cattn_dispatch_t kt;
+    cattn_kernels_ref(&kt);
 #ifdef CATTN_X86
-    if (!force_portable() && cattn_cpu_has_avx2_fma()) {
-        kt.name = "avx2";
-        kt.gemm_f32 = cattn_ukr_avx2_f32;
-        kt.gemm_f64 = cattn_ukr_avx2_f64;
-        kt.dotn_f32 = cattn_dotn_avx2_f32;
-        kt.dotn_f64 = cattn_dotn_avx2_f64;
-        kt.gemv_tn_f32 = cattn_gemv_tn_avx2_f32;
-        kt.gemv_tn_f64 = cattn_gemv_tn_avx2_f64;
-        kt.pack_t16_f32 = cattn_pack_t16_avx2_f32;
-        kt.softmax_row_f32 = cattn_softmax_row_avx2_f32;
-        kt.softmax_row_f64 = cattn_softmax_row_avx2_f64;
-        kt.softmax_cols_f32 = cattn_softmax_cols_avx2_f32;
-        kt.softmax_cols_f64 = cattn_softmax_cols_avx2_f64;
-        kt.layer_norm_row_f32 = cattn_layer_norm_row_avx2_f32;
-        kt.layer_norm_row_f64 = cattn_layer_norm_row_avx2_f64;
-        kt.rms_norm_row_f32 = cattn_rms_norm_row_avx2_f32;
-        kt.rms_norm_row_f64 = cattn_rms_norm_row_avx2_f64;
-        kt.act_f32 = cattn_act_avx2_f32;
-        kt.act_f64 = cattn_act_avx2_f64;
-        kt.exp_f32 = cattn_exp_avx2_f32;
-        kt.exp_f64 = cattn_exp_avx2_f64;
-    }
+    if (!force_portable() && cattn_cpu_has_avx2_fma()) cattn_kernels_avx2(&kt);
 #else
     (void)force_portable;
 #endif

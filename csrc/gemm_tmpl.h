@@ -1,28 +1,25 @@
 /* gemm_tmpl.h — the blocked GEMM driver, written once for T = float and
  * T = double. Included by gemm.c with these macros defined:
- *   T, SFX (f32/f64), MR, NR, KC, MC, NC, UKR, GEMV_TN (dispatch entries).
+ *   T, SFX (f32/f64), MR, NR, KC, MC, NC, and the dispatch entries
+ *   UKR, GEMV_TN, ACT (and PACK_BT for float).
  *
- * C[M,N] = alpha * A[M,K] · B[K,N] + beta * C   (+ bias[N], act)
+ * C[M,N] = A[M,K] · B[K,N]   (+ bias[N], act)
  * Loops (BLIS): jc (NC) -> pc (KC) -> pack B -> ic (MC) -> pack A
  *               -> jr (NR) -> ir (MR) -> micro-kernel.
  * Threads own disjoint blocks of C (a tm x tn grid) and pack privately.
  */
-#define CAT2_(a, b) a##_##b
-#define CAT2(a, b) CAT2_(a, b)
-#define FN(name) CAT2(name, SFX)
 
 typedef struct {
     T *C; int64_t rsc, csc;
     const T *A; int64_t rsa, csa;
     const T *B; int64_t rsb, csb;
     int64_t M, N, K;
-    T alpha, beta;
     const T *bias;
     int act;
 } FN(gemm_args);
 
 /* dst: ceil(mc/MR) panels of (kc, MR); A: (mc, kc) strided; zero-padded rows */
-void FN(cattn_pack_a)(T *CATTN_RESTRICT dst, const T *A, int64_t rsa, int64_t csa,
+static void FN(cattn_pack_a)(T *CATTN_RESTRICT dst, const T *A, int64_t rsa, int64_t csa,
                       int64_t mc, int64_t kc)
 {
     for (int64_t i0 = 0; i0 < mc; i0 += MR, dst += MR * kc) {
@@ -48,7 +45,7 @@ void FN(cattn_pack_a)(T *CATTN_RESTRICT dst, const T *A, int64_t rsa, int64_t cs
 }
 
 /* dst: ceil(nc/NR) panels of (kc, NR); B: (kc, nc) strided; zero-padded cols */
-void FN(cattn_pack_b)(T *CATTN_RESTRICT dst, const T *B, int64_t rsb, int64_t csb,
+static void FN(cattn_pack_b)(T *CATTN_RESTRICT dst, const T *B, int64_t rsb, int64_t csb,
                       int64_t kc, int64_t nc)
 {
 #ifdef PACK_BT
@@ -83,7 +80,7 @@ void FN(cattn_pack_b)(T *CATTN_RESTRICT dst, const T *B, int64_t rsb, int64_t cs
  * [jp0, jp1) of the current (kc, nc) slice; C points at the block's (0,0). */
 static void FN(gemm_macro)(const FN(gemm_args) *g, T *C, const T *pa, const T *pb,
                            int64_t mc, int64_t nc, int64_t kc, int64_t jp0, int64_t jp1,
-                           T beta, const T *bias, int epilogue)
+                           int acc, const T *bias, int epilogue)
 {
     const FN(cattn_ukr_t) ukr = UKR;
     const int64_t rsc = g->rsc, csc = g->csc;
@@ -95,14 +92,14 @@ static void FN(gemm_macro)(const FN(gemm_args) *g, T *C, const T *pa, const T *p
             const T *a = pa + (i / MR) * MR * kc;
             T *c = C + i * rsc + j * csc;
             if (mr == MR && nr == NR && csc == 1) {
-                ukr(kc, a, b, c, rsc, g->alpha, beta);
+                ukr(kc, a, MR, 1, b, NR, c, rsc, acc);
             } else {                                  /* tail tile via stack */
                 T tmp[MR * NR] __attribute__((aligned(CATTN_ALIGN)));
-                ukr(kc, a, b, tmp, NR, g->alpha, (T)0);
+                ukr(kc, a, MR, 1, b, NR, tmp, NR, 0);
                 for (int64_t ii = 0; ii < mr; ii++)
                     for (int64_t jj = 0; jj < nr; jj++) {
                         T *cij = c + ii * rsc + jj * csc;
-                        *cij = beta != (T)0 ? tmp[ii * NR + jj] + beta * *cij : tmp[ii * NR + jj];
+                        *cij = acc ? tmp[ii * NR + jj] + *cij : tmp[ii * NR + jj];
                     }
             }
         }
@@ -116,7 +113,7 @@ static void FN(gemm_macro)(const FN(gemm_args) *g, T *C, const T *pa, const T *p
                 for (int64_t jj = 0; jj < nr; jj++)
                     pbuf[ii * nr + jj] = bj ? C[ii * rsc + (j + jj) * csc] + bj[jj]
                                             : C[ii * rsc + (j + jj) * csc];
-            if (g->act != CATTN_ACT_NONE) FN(cattn_act_row)(pbuf, mc * nr, g->act);
+            if (g->act != CATTN_ACT_NONE) ACT(pbuf, pbuf, mc * nr, g->act);
             for (int64_t ii = 0; ii < mc; ii++)
                 for (int64_t jj = 0; jj < nr; jj++)
                     C[ii * rsc + (j + jj) * csc] = pbuf[ii * nr + jj];
@@ -136,14 +133,14 @@ static void FN(gemm_run)(const FN(gemm_args) *g, T *bufB, T *bufA,
         const int64_t npan = cattn_cdiv(nc, NR);
         for (int64_t pc = 0; pc < K; pc += KC) {                   /* pc */
             const int64_t kc = cattn_min64(KC, K - pc);
-            const T beta = pc == 0 ? g->beta : (T)1;
+            const int acc = pc > 0;               /* later K blocks add to C */
             const int epilogue = pc + kc >= K && (g->bias || g->act);
             FN(cattn_pack_b)(bufB, g->B + pc * g->rsb + jc * g->csb, g->rsb, g->csb, kc, nc);
             for (int64_t ic = m0; ic < m1; ic += MC) {             /* ic */
                 const int64_t mc = cattn_min64(MC, m1 - ic);
                 FN(cattn_pack_a)(bufA, g->A + ic * g->rsa + pc * g->csa, g->rsa, g->csa, mc, kc);
                 FN(gemm_macro)(g, g->C + ic * g->rsc + jc * g->csc, bufA, bufB, mc, nc, kc,
-                               0, npan, beta, g->bias ? g->bias + jc : NULL, epilogue);
+                               0, npan, acc, g->bias ? g->bias + jc : NULL, epilogue);
             }
         }
     }
@@ -163,16 +160,14 @@ static void FN(gemm_run_part)(const FN(gemm_args) *g, T *bufB, T *bufA, int t, i
     if (m0 < m1 && n0 < n1) FN(gemm_run)(g, bufB, bufA, m0, m1, n0, n1);
 }
 
-/* K == 0 or alpha == 0: C = beta * C (+ bias, act); beta == 0 writes zeros */
-static void FN(gemm_scale_only)(const FN(gemm_args) *g)
+/* K == 0: C = 0 (+ bias, act) */
+static void FN(gemm_empty_k)(const FN(gemm_args) *g)
 {
     for (int64_t i = 0; i < g->M; i++) {
         for (int64_t j = 0; j < g->N; j++) {
-            T *c = g->C + i * g->rsc + j * g->csc;
-            T v = g->beta == (T)0 ? (T)0 : g->beta * *c;
-            if (g->bias) v += g->bias[j];
-            if (g->act != CATTN_ACT_NONE) FN(cattn_act_row)(&v, 1, g->act);
-            *c = v;
+            T v = g->bias ? g->bias[j] : (T)0;
+            if (g->act != CATTN_ACT_NONE) ACT(&v, &v, 1, g->act);
+            g->C[i * g->rsc + j * g->csc] = v;
         }
     }
 }
@@ -189,22 +184,22 @@ static size_t FN(gemm_a_size)(int64_t M, int64_t K)
 
 static int FN(gemm_threads)(int64_t M, int64_t N, int64_t K, int n_threads)
 {
+#ifdef _OPENMP
     const double flops = 2.0 * (double)M * (double)N * (double)K;
     int64_t nt = (int64_t)(flops / CATTN_GEMM_MIN_FLOPS_PER_THREAD);
-    nt = cattn_max64(1, cattn_min64(nt, n_threads));
-#ifndef _OPENMP
-    nt = 1;
+    return (int)cattn_max64(1, cattn_min64(nt, n_threads));
+#else
+    (void)M; (void)N; (void)K; (void)n_threads;
+    return 1;
 #endif
-    return (int)nt;
 }
 
 /* Few rows of A against a transposed B (a linear layer's weight, rsb == 1):
- * C[i,j] = alpha * A[i,:] · Bt[j,:] + beta * C[i,j] (+ bias, act), by the
- * small-M kernel reading the weight rows in place: no packing, the weight
- * read once. Columns are split in fixed chunks of GEMV_CHUNK, so any thread
- * count gives the same bits. A rows with csa != 1 are gathered to `arows`.
- * tmp: (M, GEMV_CHUNK). */
-#define GEMV_CHUNK 192
+ * C[i,j] = A[i,:] · Bt[j,:] (+ bias, act), by the small-M kernel reading
+ * the weight rows in place: no packing, the weight read once. Columns are
+ * split in fixed chunks of GEMV_CHUNK, so any thread count gives the same
+ * bits. A rows with csa != 1 are gathered to `arows`. tmp: (M, GEMV_CHUNK). */
+#define GEMV_CHUNK CATTN_GEMV_CHUNK
 static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, T *arows, T *tmp)
 {
     const int64_t n = cattn_min64(GEMV_CHUNK, g->N - j0), M = g->M, K = g->K;
@@ -221,13 +216,9 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, T *arows, T *tmp)
     for (int64_t i = 0; i < M; i++) {
         T *t = tmp + i * GEMV_CHUNK;
         T *c = g->C + i * g->rsc + j0 * g->csc;
-        for (int64_t j = 0; j < n; j++) {
-            T v = g->alpha * t[j];
-            if (g->beta != (T)0) v += g->beta * c[j * g->csc];
-            if (g->bias) v += g->bias[j0 + j];
-            t[j] = v;
-        }
-        if (g->act != CATTN_ACT_NONE) FN(cattn_act_row)(t, n, g->act);
+        if (g->bias)
+            for (int64_t j = 0; j < n; j++) t[j] += g->bias[j0 + j];
+        if (g->act != CATTN_ACT_NONE) ACT(t, t, n, g->act);
         for (int64_t j = 0; j < n; j++) c[j * g->csc] = t[j];
     }
 }
@@ -235,65 +226,16 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, T *arows, T *tmp)
 static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
 {
     const int64_t nch = cattn_cdiv(g->N, GEMV_CHUNK);
-    const double work = (double)g->M * g->N * g->K;
-    int nt = (int)cattn_max64(1, cattn_min64(n_threads, cattn_min64(nch, (int64_t)(work / 65536) + 1)));
-#ifndef _OPENMP
-    nt = 1;
-#endif
+    const int nt = cattn_threads_for((double)g->M * g->N * g->K, CATTN_GEMV_WORK_PER_THREAD,
+                                     nch, n_threads);
     const size_t ar = g->csa != 1 ? (size_t)(g->M * cattn_round_up(g->K, 16)) : 0;
     const size_t per = cattn_round_up(ar + (size_t)g->M * GEMV_CHUNK, 16);
     T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
     if (!buf) return CATTN_ENOMEM;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-#endif
+    CATTN_OMP(omp parallel for num_threads(nt) schedule(static) if (nt > 1))
     for (int64_t c = 0; c < nch; c++) {
         T *w = buf + per * CATTN_TID();
         FN(gemv_chunk)(g, c * GEMV_CHUNK, w, w + ar);
-    }
-    cattn_aligned_free(buf);
-    return CATTN_OK;
-}
-
-size_t FN(cattn_gemm_work_size)(int64_t M, int64_t N, int64_t K)
-{
-    return cattn_round_up(FN(gemm_b_size)(N, K), 64) + FN(gemm_a_size)(M, K);
-}
-
-void FN(cattn_gemm_st)(T *C, int64_t rsc, int64_t csc,
-                       const T *A, int64_t rsa, int64_t csa,
-                       const T *B, int64_t rsb, int64_t csb,
-                       int64_t M, int64_t N, int64_t K,
-                       T alpha, T beta, const T *bias, int act, T *work)
-{
-    FN(gemm_args) g = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, alpha, beta, bias, act};
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0 || alpha == (T)0) { FN(gemm_scale_only)(&g); return; }
-    FN(gemm_run)(&g, work, work + cattn_round_up(FN(gemm_b_size)(N, K), 64), 0, M, 0, N);
-}
-
-int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
-                   const T *A, int64_t rsa, int64_t csa,
-                   const T *B, int64_t rsb, int64_t csb,
-                   int64_t M, int64_t N, int64_t K,
-                   T alpha, T beta, const T *bias, int act, int n_threads)
-{
-    FN(gemm_args) g = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, alpha, beta, bias, act};
-    cattn_init();
-    if (M <= 0 || N <= 0) return CATTN_OK;
-    if (K <= 0 || alpha == (T)0) { FN(gemm_scale_only)(&g); return CATTN_OK; }
-    if (M <= CATTN_GEMV_MAX_M && rsb == 1) return FN(gemv)(&g, n_threads);
-    const int nt = FN(gemm_threads)(M, N, K, n_threads);
-    const size_t per = cattn_round_up(cattn_round_up(FN(gemm_b_size)(N, K), 64) + FN(gemm_a_size)(M, K), 64);
-    T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
-    if (!buf) return CATTN_ENOMEM;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-    {
-        T *mine = buf + per * CATTN_TID();
-        FN(gemm_run_part)(&g, mine, mine + cattn_round_up(FN(gemm_b_size)(N, K), 64),
-                          CATTN_TID(), CATTN_NT());
     }
     cattn_aligned_free(buf);
     return CATTN_OK;
@@ -303,15 +245,15 @@ int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
                            const T *A, const int64_t *offa, int64_t rsa, int64_t csa,
                            const T *B, const int64_t *offb, int64_t rsb, int64_t csb,
                            int64_t nb, int64_t M, int64_t N, int64_t K,
-                           T alpha, T beta, const T *bias, int act, int n_threads)
+                           const T *bias, int act, int n_threads)
 {
     cattn_init();
     if (nb <= 0 || M <= 0 || N <= 0) return CATTN_OK;
-    FN(gemm_args) g0 = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, alpha, beta, bias, act};
-    if (K <= 0 || alpha == (T)0) {
+    FN(gemm_args) g0 = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, bias, act};
+    if (K <= 0) {
         for (int64_t b = 0; b < nb; b++) {
             FN(gemm_args) g = g0; g.C = C + offc[b];
-            FN(gemm_scale_only)(&g);
+            FN(gemm_empty_k)(&g);
         }
         return CATTN_OK;
     }
@@ -323,15 +265,11 @@ int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
     const size_t per = cattn_round_up(bsz + FN(gemm_a_size)(M, K), 64);   /* keeps 64-byte alignment */
     T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
     if (!buf) return CATTN_ENOMEM;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
+    CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
     {
         T *mine = buf + per * CATTN_TID();
         if (independent) {
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
+            CATTN_OMP(omp for schedule(dynamic, 1))
             for (int64_t b = 0; b < nb; b++) {
                 FN(gemm_args) g = g0;
                 g.A = A + offa[b]; g.B = B + offb[b]; g.C = C + offc[b];
@@ -349,8 +287,34 @@ int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
     return CATTN_OK;
 }
 
+/* One GEMM: the small-M kernel for a few rows against a transposed B,
+ * else the batched driver with one item (offsets 0). */
+int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
+                   const T *A, int64_t rsa, int64_t csa,
+                   const T *B, int64_t rsb, int64_t csb,
+                   int64_t M, int64_t N, int64_t K,
+                   const T *bias, int act, int n_threads)
+{
+    static const int64_t zero = 0;
+    cattn_init();
+    if (M > 0 && N > 0 && K > 0 && M <= CATTN_GEMV_MAX_M && rsb == 1) {
+        FN(gemm_args) g = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, bias, act};
+        return FN(gemv)(&g, n_threads);
+    }
+    return FN(cattn_gemm_batched)(C, &zero, rsc, csc, A, &zero, rsa, csa, B, &zero, rsb, csb,
+                                  1, M, N, K, bias, act, n_threads);
+}
+
 #undef GEMV_CHUNK
+/* the includer's parameters */
+#undef T
+#undef SFX
+#undef MR
+#undef NR
+#undef KC
+#undef MC
+#undef NC
+#undef UKR
+#undef GEMV_TN
+#undef ACT
 #undef PACK_BT
-#undef FN
-#undef CAT2
-#undef CAT2_

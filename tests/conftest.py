@@ -23,6 +23,16 @@ if _unbuilt_source_package(_ROOT):
 
 import cattn  # noqa: E402
 import cattn._threads  # noqa: E402
+from cattn_testing.paths import EXPECT_PATH_VARIABLE  # noqa: E402
+
+
+def pytest_sessionstart(session):
+    """A re-run on another kernel path (cattn_testing.paths.run_pytest) names
+    the path it forces: fail the run at once if cattn did not select it."""
+    want = os.environ.get(EXPECT_PATH_VARIABLE)
+    if want and cattn._ext.kernel_path() != want:
+        raise pytest.UsageError(f"{EXPECT_PATH_VARIABLE}={want}, but cattn runs on the "
+                                f"{cattn._ext.kernel_path()} kernel path")
 
 
 @pytest.fixture
@@ -40,11 +50,11 @@ def _restore_thread_setting():
 
 
 # hypothesis profiles ("default": bounded, "long": HYPOTHESIS_PROFILE=long),
-# registered once for every test module that uses hypothesis
+# registered once for every test module that uses hypothesis (tests/ is on
+# sys.path: pytest's "prepend" import mode, as for the test modules)
 try:
-    from . import _hypothesis_setup  # noqa: F401
+    import hypothesis  # noqa: F401
 except ImportError:
-    try:
-        import _hypothesis_setup  # noqa: F401
-    except ImportError:
-        pass
+    pass
+else:
+    import cattn_testing.profiles  # noqa: F401

@@ -25,7 +25,9 @@ import scipy.special as sp
 
 import cattn
 from cattn import reference
-from _rowtools import eps, path, strided_variants, threads_bitwise, ulp_error
+from cattn_testing.numerics import eps, threads_bitwise
+from cattn_testing.paths import kernel_path as path
+from cattn_testing.rows import strided_variants, ulp_error
 
 FLOATS = [np.float32, np.float64]
 C_TANH = math.sqrt(2.0 / math.pi)

@@ -1,6 +1,6 @@
 """cattn.scaled_dot_product_attention and cattn.attention_weights against
 the float64 oracle cattn.reference and, where installed, torch
-(tolerances: see attn_check.py).
+(tolerances: see cattn_testing/attention.py).
 
 Tiles this file aims at (csrc/config.h): flash BR = 96 query rows and
 BC = 192 keys for float32 (32 / 96 for float64); the decode path for
@@ -15,8 +15,8 @@ import pytest
 
 import cattn
 from cattn import reference
-from attn_check import (assert_close, check_sdpa, check_weights, expected_sdpa, rn,
-                        run_python)
+from cattn_testing.attention import assert_close, check_sdpa, check_weights, expected_sdpa
+from cattn_testing.numerics import randn as rn
 
 sdpa = cattn.scaled_dot_product_attention
 weights = cattn.attention_weights
@@ -626,47 +626,33 @@ def test_bitwise_equal_across_thread_counts(rng, dtype):
         _bitwise_same(f)
 
 
-PORTABLE_CHECK = r"""
-import numpy as np, cattn
-from attn_check import check_sdpa, check_weights
-assert cattn._ext.kernel_path() == "portable", cattn._ext.kernel_path()
-rng = np.random.default_rng(7)
-for dtype in (np.float32, np.float64):
-    for L, S, E, Ev in [(70, 300, 33, 17), (4, 600, 64, 64), (65, 97, 8, 80)]:
-        q = rng.standard_normal((2, 4, L, E)).astype(dtype)
-        k = rng.standard_normal((2, 2, S, E)).astype(dtype)
-        v = rng.standard_normal((2, 2, S, Ev)).astype(dtype)
-        m = np.where(rng.random((2, 1, 1, S)) < 0.8, 0.5, -np.inf).astype(dtype)
-        for kw in (dict(is_causal=True, causal_alignment="lower_right"), dict(attn_mask=m),
-                   dict(is_causal=True)):
-            check_sdpa(cattn.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kw),
-                       q, k, v, enable_gqa=True, **kw)
-            check_weights(cattn.attention_weights(q, k, enable_gqa=True, **kw),
-                          q, k, enable_gqa=True, **kw)
-        pad = np.flatnonzero(m[0, 0, 0] == -np.inf)
-        k[0, 0, pad[0]] = np.nan                 # NaN / inf in padded keys and values
-        v[0, 1, pad[-1]] = np.inf
-        out = cattn.scaled_dot_product_attention(q, k, v, m, enable_gqa=True)
-        assert np.isfinite(out).all()
-        check_sdpa(out, q, k, v, attn_mask=m, enable_gqa=True)
-        with cattn.num_threads(1):
-            a = cattn.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True)
-        with cattn.num_threads(2):
-            b = cattn.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True)
-        assert a.tobytes() == b.tobytes()
-print("ok")
-"""
-
-
-def test_portable_kernel_path():
-    assert run_python(PORTABLE_CHECK, CATTN_FORCE_PORTABLE="1").strip() == "ok"
-
-
-def test_default_kernel_path_is_avx2_when_supported():
-    if not cattn._ext.cpu_has_avx2_fma():
-        pytest.skip("CPU without AVX2/FMA")
-    out = run_python("import cattn; print(cattn._ext.kernel_path())", CATTN_FORCE_PORTABLE="")
-    assert out.strip() == "avx2"
+# The former portable-path subprocess check, in process: test_kernel_paths.py
+# re-runs this module on every other kernel path.
+def test_gqa_masks_and_padded_nonfinite_keys():
+    rng = np.random.default_rng(7)
+    for dtype in (np.float32, np.float64):
+        for L, S, E, Ev in [(70, 300, 33, 17), (4, 600, 64, 64), (65, 97, 8, 80)]:
+            q = rng.standard_normal((2, 4, L, E)).astype(dtype)
+            k = rng.standard_normal((2, 2, S, E)).astype(dtype)
+            v = rng.standard_normal((2, 2, S, Ev)).astype(dtype)
+            m = np.where(rng.random((2, 1, 1, S)) < 0.8, 0.5, -np.inf).astype(dtype)
+            for kw in (dict(is_causal=True, causal_alignment="lower_right"), dict(attn_mask=m),
+                       dict(is_causal=True)):
+                check_sdpa(cattn.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kw),
+                           q, k, v, enable_gqa=True, **kw)
+                check_weights(cattn.attention_weights(q, k, enable_gqa=True, **kw),
+                              q, k, enable_gqa=True, **kw)
+            pad = np.flatnonzero(m[0, 0, 0] == -np.inf)
+            k[0, 0, pad[0]] = np.nan                 # NaN / inf in padded keys and values
+            v[0, 1, pad[-1]] = np.inf
+            out = cattn.scaled_dot_product_attention(q, k, v, m, enable_gqa=True)
+            assert np.isfinite(out).all()
+            check_sdpa(out, q, k, v, attn_mask=m, enable_gqa=True)
+            with cattn.num_threads(1):
+                a = cattn.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True)
+            with cattn.num_threads(2):
+                b = cattn.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True)
+            assert a.tobytes() == b.tobytes()
 
 
 # ---- errors --------------------------------------------------------------------------

@@ -146,10 +146,3 @@ def test_nan_row_keeps_masked_positions_zero():
     np.testing.assert_allclose(w[0], [0.5, 0.0, 0.5])
     assert np.isnan(w[1, [0, 2]]).all() and w[1, 1] == 0.0
 
-
-@pytest.mark.skipif(__import__("os").environ.get("CATTN_FORCE_PORTABLE") == "1",
-                    reason="already running on the portable path")
-def test_portable_path():
-    """This module once more on the portable C kernels (fresh process)."""
-    from _rowtools import run_portable
-    assert " passed" in run_portable([__file__])

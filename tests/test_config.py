@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import cattn
-from cattn import _bench
+from cattn.cli import bench as _bench
 from cattn.cli import main
-from helpers import run_python
+from cattn_testing.paths import run_python
 
 
 def _config_text():

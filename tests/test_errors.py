@@ -21,10 +21,10 @@ import pytest
 
 import cattn
 import cattn.nn as cnn
-import cattn.attention
-import cattn.ops
+import cattn.ops.attention
+import cattn.ops.gemm
 from cattn import _threads, _validate, reference
-from helpers import run_python
+from cattn_testing.paths import run_python
 
 try:  # NumPy >= 1.25
     from numpy.exceptions import AxisError
@@ -50,8 +50,8 @@ def _under_asan():
 
 @contextlib.contextmanager
 def _allocation_fails(module):
-    """Inside the block, cattn's allocations in `module` (cattn.ops,
-    cattn.attention) fail as NumPy fails when malloc returns NULL."""
+    """Inside the block, cattn's allocations in `module` (cattn.ops.gemm,
+    cattn.ops.attention) fail as NumPy fails when malloc returns NULL."""
     real = _validate.alloc
 
     def fail(shape, *args, **kw):
@@ -334,7 +334,7 @@ def test_kv_cache_too_large_for_memory(name):
     AddressSanitizer; the failure is also simulated."""
     kw = dict(batch=1, kv_heads=1, max_len=4, head_dim=4)
     kw[name] = EIB_F32_ROWS // 4
-    with _allocation_fails(cattn.attention):
+    with _allocation_fails(cattn.ops.attention):
         e = _raises_clearly(lambda: cattn.KVCache(**kw), name, allowed=MemoryError)
     assert "shape" in str(e) and f"{name}={EIB_F32_ROWS // 4}" in str(e)
     if not _under_asan():
@@ -407,7 +407,7 @@ def test_huge_broadcast_results():
     ValueError naming the op and the shape, not a crash."""
     a = np.broadcast_to(np.ones((1, 1, 4), F32), (1 << 40, 1 << 16, 4))    # 2^60-byte result
     b = np.ones((4, 4), F32)
-    with _allocation_fails(cattn.ops):
+    with _allocation_fails(cattn.ops.gemm):
         e = _raises_clearly(lambda: cattn.matmul(a, b), "matmul", allowed=MemoryError)
     assert "shape (1099511627776, 65536, 4)" in str(e)
     if not _under_asan():
@@ -416,7 +416,7 @@ def test_huge_broadcast_results():
     e = _raises_clearly(lambda: cattn.attention_weights(q, q), "attention_weights",
                         allowed=ValueError)
     assert "shape" in str(e)
-    with _allocation_fails(cattn.attention):
+    with _allocation_fails(cattn.ops.attention):
         _raises_clearly(lambda: cattn.scaled_dot_product_attention(q, q, q), "result",
                         allowed=MemoryError)
 

@@ -1,11 +1,12 @@
 """cattn.KVCache: incremental decoding equals the full causal forward
 (lower_right alignment) of the float64 reference; views, limits, errors
-(tolerances: see attn_check.py)."""
+(tolerances: see cattn_testing/attention.py)."""
 import numpy as np
 import pytest
 
 import cattn
-from attn_check import assert_close, check_sdpa, expected_sdpa, rn
+from cattn_testing.attention import assert_close, check_sdpa, expected_sdpa
+from cattn_testing.numerics import randn as rn
 
 F32, F64 = np.float32, np.float64
 LR = dict(is_causal=True, causal_alignment="lower_right")

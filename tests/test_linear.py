@@ -1,10 +1,11 @@
 """cattn.linear: y = act(x @ weight.T + bias), weight (out_features, in_features)
-as in torch, checked against reference.linear (tolerances: helpers.py)."""
+as in torch, checked against reference.linear (tolerances: cattn_testing/gemm.py)."""
 import numpy as np
 import pytest
 
 import cattn
-from helpers import check_linear, randn
+from cattn_testing.gemm import check_linear
+from cattn_testing.numerics import randn
 
 ACTS = [None, "relu", "gelu", "gelu_tanh", "silu"]
 

@@ -1,4 +1,4 @@
-"""cattn.matmul against the float64 reference (tolerances: see helpers.py).
+"""cattn.matmul against the float64 reference (tolerances: see cattn_testing/gemm.py).
 
 Block sizes this file aims at (csrc/config.h): MR x NR = 6x16 (f32), 6x8
 (f64); MC = 144 (f32) / 96 (f64); KC = 256; NC = 4080 (f32) / 2040 (f64).
@@ -11,7 +11,8 @@ import pytest
 
 import cattn
 from cattn import reference
-from helpers import check_matmul, randn, run_python
+from cattn_testing.gemm import check_linear, check_matmul
+from cattn_testing.numerics import randn
 
 SIZES = [1, 2, 5, 7, 17, 63, 65, 255, 257, 1000]
 # a few dozen (M, N, K) drawn from SIZES, none a multiple of any block size
@@ -234,35 +235,21 @@ def test_result_is_not_a_float32_gemm_in_disguise(rng):
     assert cattn.matmul(a, b)[0, 0] == 1.0 + 1e-10
 
 
-# ---- the portable kernel path, in a fresh process ----
+# ---- block edges of both kernel paths (test_kernel_paths.py re-runs this module
+# on every other path: the former portable-path subprocess check, in process) ----
 
-PORTABLE_CHECK = """
-import numpy as np, cattn
-from helpers import check_matmul, check_linear
-rng = np.random.default_rng(0)
-for dt in (np.float32, np.float64):
-    for M, N, K in [(1, 1, 1), (7, 17, 65), (145, 33, 257), (63, 4097 if dt == np.float32 else 2041, 5)]:
-        a = rng.standard_normal((M, K)).astype(dt); b = rng.standard_normal((K, N)).astype(dt)
+def test_block_edges_matmul_and_linear():
+    rng = np.random.default_rng(0)
+    for dt in (np.float32, np.float64):
+        for M, N, K in [(1, 1, 1), (7, 17, 65), (145, 33, 257), (63, 4097 if dt == np.float32 else 2041, 5)]:
+            a = rng.standard_normal((M, K)).astype(dt); b = rng.standard_normal((K, N)).astype(dt)
+            check_matmul(cattn.matmul(a, b), a, b)
+            check_matmul(cattn.matmul(b.T, a.T), b.T, a.T)
+        a = rng.standard_normal((3, 17, 65)).astype(dt); b = rng.standard_normal((3, 65, 9)).astype(dt)
         check_matmul(cattn.matmul(a, b), a, b)
-        check_matmul(cattn.matmul(b.T, a.T), b.T, a.T)
-    a = rng.standard_normal((3, 17, 65)).astype(dt); b = rng.standard_normal((3, 65, 9)).astype(dt)
-    check_matmul(cattn.matmul(a, b), a, b)
-    x = rng.standard_normal((2, 7, 65)).astype(dt); w = rng.standard_normal((33, 65)).astype(dt)
-    bias = rng.standard_normal(33).astype(dt)
-    check_linear(cattn.linear(x, w, bias, activation="gelu"), x, w, bias, "gelu")
-print(cattn._ext.kernel_path())
-"""
-
-
-def test_portable_kernel_path():
-    out = run_python(PORTABLE_CHECK, CATTN_FORCE_PORTABLE="1")
-    assert out.strip() == "portable"
-
-
-def test_default_kernel_path_matches_cpu():
-    expect = "avx2" if cattn._ext.cpu_has_avx2_fma() else "portable"
-    assert run_python("import cattn; print(cattn._ext.kernel_path())",
-                      CATTN_FORCE_PORTABLE="0").strip() == expect
+        x = rng.standard_normal((2, 7, 65)).astype(dt); w = rng.standard_normal((33, 65)).astype(dt)
+        bias = rng.standard_normal(33).astype(dt)
+        check_linear(cattn.linear(x, w, bias, activation="gelu"), x, w, bias, "gelu")
 
 
 # ---- bad input ----

@@ -106,20 +106,43 @@ def test_any_mask_pattern_and_zero_padding_rows(enc, ref):
     assert (h[~mask] == 0).all()
 
 
-def test_layer_equals_nn_transformer_encoder_layer(enc):
-    """cattn's BERT layer equals cattn.nn.TransformerEncoderLayer (post-LN, erf GELU)
-    loaded with the same weights: the two builds of the same network agree."""
+def test_built_from_nn_layers_through_the_key_map(enc, ref):
+    """BERT is cattn.nn's layers: the encoder is an nn.TransformerEncoder of
+    post-LN nn.TransformerEncoderLayer (erf GELU, eps 1e-12), loaded from the
+    Hugging Face names through the key map (query/key/value stacked into
+    in_proj_weight as torch stacks them)."""
+    from cattn.models.bert import nn_state_dict
+    m = enc.model
+    assert isinstance(m.encoder, cattn.nn.TransformerEncoder) and len(m.encoder.layers) == 6
+    layer = m.encoder.layers[2]
+    assert isinstance(layer, cattn.nn.TransformerEncoderLayer)
+    assert layer.activation == "gelu" and not layer.norm_first and layer.norm1.eps == 1e-12
+    assert isinstance(m.word_embeddings, cattn.nn.Embedding)
+    w = ref.weights
+    qkv = np.concatenate([w[f"encoder.layer.2.attention.self.{n}.weight"]
+                          for n in ("query", "key", "value")])
+    np.testing.assert_array_equal(layer.self_attn.in_proj_weight, qkv)
+    np.testing.assert_array_equal(layer.linear2.weight, w["encoder.layer.2.output.dense.weight"])
+    sd = nn_state_dict(w, 6)
+    assert sorted(sd) == sorted(m.state_dict())
+    with pytest.raises(KeyError, match="encoder.layer.5.attention.self.key.bias"):
+        nn_state_dict({k: v for k, v in w.items()
+                       if k != "encoder.layer.5.attention.self.key.bias"}, 6)
+
+
+def test_layer_tokens_path_equals_full_layer(enc):
+    """The model runs nn's real-tokens-only path; on a padded batch its real
+    positions equal the same nn layer's full computation (torch convention
+    mask: True = padding)."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 7, 384)).astype(np.float32)
     pad = np.ones((2, 7), bool)
     pad[1, 5:] = False
-    layer = enc.model.layers[2]
-    ours, _ = layer(x, pad[:, None, None, :])
-    nl = cattn.nn.TransformerEncoderLayer(384, 12, 1536, activation="gelu",
-                                          layer_norm_eps=1e-12, batch_first=True)
-    nl.load_state_dict(layer.torch_state_dict())
-    theirs = nl(x, src_key_padding_mask=~pad)       # torch convention: True = padding
-    np.testing.assert_allclose(ours[pad], theirs[pad], rtol=0, atol=1e-4)
+    layer = enc.model.encoder.layers[2]
+    ours = layer(x, src_key_padding_mask=~pad, skip_padding=True)
+    full = layer(x, src_key_padding_mask=~pad)
+    np.testing.assert_allclose(ours[pad], full[pad], rtol=0, atol=1e-5)
+    assert (ours[~pad] == 0).all()
 
 
 # ---- encode() behaviour --------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import cattn
-import cattn.attention
+import cattn.ops.attention
 from cattn import nn
 from cattn import reference as ref
 
@@ -195,13 +195,13 @@ class _LinearSpy:
 class _SdpaSpy:
     def __init__(self, monkeypatch):
         self.calls = []
-        real = cattn.attention.scaled_dot_product_attention
+        real = cattn.ops.attention.scaled_dot_product_attention
 
         def spy(q, k, v, *a, **kw):
             self.calls.append((q, k, v))
             return real(q, k, v, *a, **kw)
         monkeypatch.setattr(nn, "scaled_dot_product_attention", spy)
-        monkeypatch.setattr(cattn.attention, "scaled_dot_product_attention", spy)
+        monkeypatch.setattr(cattn.ops.attention, "scaled_dot_product_attention", spy)
 
 
 def test_self_attention_projects_qkv_in_one_gemm_without_copies(rng, monkeypatch):

@@ -22,7 +22,8 @@ import pytest
 
 import cattn
 from cattn import reference
-from _rowtools import eps, strided_variants, threads_bitwise
+from cattn_testing.numerics import eps, threads_bitwise
+from cattn_testing.rows import strided_variants
 
 FLOATS = [np.float32, np.float64]
 

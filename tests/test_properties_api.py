@@ -23,7 +23,7 @@ hypothesis = pytest.importorskip("hypothesis", reason="the property tests need h
 from hypothesis import assume, given, note, strategies as st  # noqa: E402
 
 import cattn  # noqa: E402
-from strategies import examples  # noqa: E402
+from cattn_testing.strategies import examples  # noqa: E402
 
 F32 = np.float32
 CLEAR = (TypeError, ValueError)

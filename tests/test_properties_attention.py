@@ -1,7 +1,7 @@
 """Property-based tests (hypothesis) of cattn.scaled_dot_product_attention,
 cattn.attention_weights and cattn.KVCache against the float64 oracle
-cattn.reference (tolerance: tests/attn_check.py; NaN / inf handling:
-prop_check.check_attention).
+cattn.reference (tolerance: cattn_testing/attention.py; NaN / inf handling:
+cattn_testing.properties.check_attention).
 
 Each example draws:
   * sizes: L (decode path L <= 8, flash path with one or several 96-row
@@ -26,9 +26,10 @@ hypothesis = pytest.importorskip("hypothesis", reason="the property tests need h
 from hypothesis import assume, event, given, note, strategies as st  # noqa: E402
 
 import cattn  # noqa: E402
-from prop_check import check_attention, check_attention_weights, threads_bitwise  # noqa: E402
-from strategies import (arrays, dtypes, examples, layouts, lay_out,  # noqa: E402
-                        poisoned_out, sizes, values)
+from cattn_testing.properties import (check_attention,  # noqa: E402
+                                      check_attention_weights, threads_bitwise)
+from cattn_testing.strategies import (arrays, dtypes, examples, layouts, lay_out,  # noqa: E402
+                                      poisoned_out, sizes, values)
 
 sdpa = cattn.scaled_dot_product_attention
 L_EDGES = (7, 8, 9, 31, 32, 33, 95, 96, 97, 191, 192, 193)
@@ -150,13 +151,20 @@ def attention_case(draw, need_value=True, specials=False, big=False, decode=None
 
 
 def _is_valid(q, k, v, kw):
-    """False when the drawn shapes are not a valid call (batch dims that do
-    not broadcast after the head broadcast); the cattn call must then raise
-    ValueError, which test_sdpa_matches_reference checks."""
+    """The API contract's shape rule, independent of cattn: batch dims of q,
+    k, v broadcast (with enable_gqa and Hq != H: the dims before the heads,
+    and Hq a multiple of H). False: cattn must raise ValueError, which
+    test_sdpa_matches_reference checks."""
+    vb = v.shape if v is not None else k.shape
+    gqa = (kw.get("enable_gqa", False) and q.ndim >= 3 and k.ndim >= 3
+           and q.shape[-3] != k.shape[-3])
     try:
-        cattn.attention_weights(np.zeros(q.shape[:-2] + (0, q.shape[-1]), np.float32),
-                                np.zeros(k.shape[:-2] + (0, k.shape[-1]), np.float32),
-                                enable_gqa=kw.get("enable_gqa", False))
+        if gqa:
+            if k.shape[-3] == 0 or q.shape[-3] % k.shape[-3]:
+                return False
+            np.broadcast_shapes(q.shape[:-3], k.shape[:-3], vb[:-3])
+        else:
+            np.broadcast_shapes(q.shape[:-2], k.shape[:-2], vb[:-2])
         return True
     except ValueError:
         return False
@@ -194,7 +202,7 @@ def test_sdpa_nan_inf(case):
     """NaN / +-inf anywhere in q, k, v (and NaN / +-1e30 in float masks): NaN
     exactly in the rows (or value columns) whose attended inputs hold them,
     never in rows that do not attend to them; inf in an attended value gives
-    inf; see prop_check.check_attention for the one unjudged case."""
+    inf; see cattn_testing.properties.check_attention for the one unjudged case."""
     q, k, v, kw = case
     assume(_is_valid(q, k, v, kw))
     check_attention(threads_bitwise(lambda: sdpa(q, k, v, **kw)), q, k, v, **kw)

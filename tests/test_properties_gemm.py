@@ -1,6 +1,6 @@
 """Property-based tests (hypothesis) of cattn.matmul and cattn.linear against
-the float64 oracle cattn.reference (checkers: prop_check.py, strategies:
-strategies.py, profiles: _hypothesis_setup.py).
+the float64 oracle cattn.reference (checkers: cattn_testing/properties.py, strategies:
+cattn_testing/strategies.py, profiles: cattn_testing/profiles.py).
 
 Each example draws shapes (zero-size and 1-sized dims included, numpy.matmul's
 1-D promotion and batch broadcasting), dtypes (float32, float64, mixed),
@@ -9,7 +9,7 @@ operand (transposed, negative-stride, sliced, stride-0, unaligned,
 non-whole-element strides, read-only), sometimes an `out=` pre-filled with
 NaN; it runs the op with 1 and with 2 threads (the bits must agree) and
 compares with the reference: NaN / inf positions exactly, finite entries
-within 5 sqrt(K) eps |A||B| (helpers.gemm_tol).
+within 5 sqrt(K) eps |A||B| (cattn_testing.gemm.gemm_tol).
 """
 import numpy as np
 import pytest
@@ -18,8 +18,8 @@ hypothesis = pytest.importorskip("hypothesis", reason="the property tests need h
 from hypothesis import given, note, strategies as st  # noqa: E402
 
 import cattn  # noqa: E402
-from prop_check import check_linear, check_matmul, threads_bitwise  # noqa: E402
-from strategies import arrays, dtypes, examples, layouts, poisoned_out, sizes  # noqa: E402
+from cattn_testing.properties import check_linear, check_matmul, threads_bitwise  # noqa: E402
+from cattn_testing.strategies import arrays, dtypes, examples, layouts, poisoned_out, sizes  # noqa: E402
 
 SCALES = (1.0, 1e-3, 30.0)          # |values| <= ~1e3: no finite float32 dot product overflows
 K_EDGES = (1, 2, 15, 16, 17, 255, 256, 257)   # KC = 256
@@ -89,7 +89,7 @@ def test_matmul_matches_reference(case, use_out, data):
 @given(case=matmul_case(specials=True))
 def test_matmul_nan_inf_follow_ieee(case):
     """NaN and +-inf inputs: every result entry is NaN / +-inf exactly as the
-    IEEE sum of its products is, whatever the blocking (prop_check.ieee_gemm)."""
+    IEEE sum of its products is, whatever the blocking (cattn_testing.properties.ieee_gemm)."""
     a, b = case
     check_matmul(threads_bitwise(lambda: cattn.matmul(a, b)), a, b)
 

@@ -1,7 +1,7 @@
 """Property-based tests (hypothesis) of the row ops: softmax and log_softmax
 (any axis), layer_norm, rms_norm, gelu (approximate "none" / "tanh"), silu
 and relu, against the float64 oracle cattn.reference (checkers and their
-tolerances: prop_check.py).
+tolerances: cattn_testing/properties.py).
 
 Each example draws a shape (0 to 4 dims, zero-size and 1-sized dims
 included), a dtype (mixed float32 / float64 where an op takes several
@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis", reason="the property tests need hypothesis")
-from hypothesis import given, note, strategies as st  # noqa: E402
+from hypothesis import assume, given, note, strategies as st  # noqa: E402
 
 import cattn  # noqa: E402
-from prop_check import (check_activation, check_layer_norm, check_rms_norm,  # noqa: E402
+from cattn_testing.properties import (check_activation, check_layer_norm, check_rms_norm,  # noqa: E402
                         check_softmax, threads_bitwise)
-from strategies import F32, F64, arrays, dtypes, examples, layouts, poisoned_out, sizes  # noqa: E402
+from cattn_testing.strategies import F32, arrays, dtypes, examples, layouts, poisoned_out, sizes  # noqa: E402
+from cattn_testing.paths import kernel_path as path  # noqa: E402
 
 ROW_EDGES = (7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65)   # vector widths and tails
 
@@ -168,7 +169,7 @@ ACTS = {
 def act_case(draw):
     dtype = draw(dtypes)
     shape = draw(shapes(min_dims=0, last_hi=40))
-    x, lay = draw(arrays(shape, dtype, scales=(1.0, 4.0, 12.0, 1e-3, 1e-30, 1e4, 1e30),
+    x, lay = draw(arrays(shape, dtype, scales=(1.0, 4.0, 12.0, 1e-3, 1e-30, 1e4, 1e30, 300.0),
                          specials=draw(st.booleans()),
                          extra_specials=(0.0, -0.0, np.finfo(dtype).max, -np.finfo(dtype).max,
                                          np.finfo(dtype).smallest_subnormal)))
@@ -176,9 +177,23 @@ def act_case(draw):
     return x
 
 
+def _known_flush_bug(x, name):
+    """float64 silu / gelu_tanh on the AVX2 path flush results between the
+    smallest normal and ~1e-290 to 0 (exp(z) flushed for z < -708.4 before
+    the product with x): kept as test_regressions.py::
+    test_float64_silu_gelu_tanh_keep_tiny_normal_results; the properties skip
+    inputs with such results until it is fixed."""
+    if x.dtype != np.float64 or name not in ("silu", "gelu_tanh") or path() != "avx2":
+        return False
+    from cattn_testing.properties import act_reference
+    r = np.abs(act_reference(name, x))
+    return bool(((r > 0) & (r < 1e-290)).any())
+
+
 @examples(4)
 @given(x=act_case(), name=st.sampled_from(sorted(ACTS)), data=st.data())
 def test_activations_match_reference(x, name, data):
+    assume(not _known_flush_bug(x, name))
     out = _out_mode(data.draw, x, x.dtype)
     got = threads_bitwise(lambda: _run(ACTS[name], x, out))
     check_activation(got, x, name)
@@ -200,17 +215,23 @@ def test_relu_keeps_signed_zero_and_nan(x):
 def test_activations_threads_bitwise_large(x, name):
     """A large array (split over both threads): same bits, and correct."""
     big = np.resize(np.asarray(x).reshape(-1) if np.size(x) else np.zeros(1, x.dtype), 300_001)
+    assume(not _known_flush_bug(big, name))
     got = threads_bitwise(lambda: ACTS[name](big))
     check_activation(got, big, name)
 
 
 def test_act_reference_forms():
-    """act_reference's erfc / expit forms equal cattn.reference's formulas
-    where those are accurate (|x| <= 3: no cancellation in 1 + erf, 1 + tanh)."""
+    """act_reference's log-space forms equal cattn.reference's formulas where
+    those are accurate (|x| <= 3: no cancellation in 1 + erf, 1 + tanh), and
+    keep normal results where scipy's expit underflows."""
     from cattn import reference
-    from prop_check import act_reference
+    from cattn_testing.properties import act_reference
     x = np.linspace(-3, 3, 2001)
     np.testing.assert_allclose(act_reference("gelu", x), reference.gelu(x), rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(act_reference("gelu_tanh", x), reference.gelu_tanh(x),
                                rtol=1e-13, atol=1e-15)
-    np.testing.assert_allclose(act_reference("silu", x), reference.silu(x), rtol=1e-15)
+    np.testing.assert_allclose(act_reference("silu", x), reference.silu(x), rtol=1e-14)
+    # x = -709.9: exp(x) = 5.0e-309 (subnormal), x exp(x) = -3.5e-306 (normal)
+    np.testing.assert_allclose(act_reference("silu", np.array([-709.9])), -709.9 * np.exp(-709.9),
+                               rtol=1e-3)
+    assert act_reference("silu", np.array([-709.9]))[0] < -1e-306

@@ -1,5 +1,5 @@
 """The property tests must be able to fail: the layout machinery builds what it
-claims, and every checker of prop_check.py rejects a perturbed result (a
+claims, and every checker of cattn_testing/properties.py rejects a perturbed result (a
 dropped term, an error a few times the tolerance, a leaked or missing NaN,
 a wrong sign of inf, another formula, a thread-dependent result)."""
 import numpy as np
@@ -10,8 +10,8 @@ from hypothesis import given, strategies as st  # noqa: E402
 
 import cattn  # noqa: E402
 from cattn import reference  # noqa: E402
-import prop_check as pc  # noqa: E402
-from strategies import Layout, dtypes, examples, lay_out, layouts, poisoned_out  # noqa: E402
+import cattn_testing.properties as pc  # noqa: E402
+from cattn_testing.strategies import Layout, dtypes, examples, lay_out, layouts, poisoned_out  # noqa: E402
 
 F32, F64 = np.float32, np.float64
 

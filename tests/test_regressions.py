@@ -301,17 +301,42 @@ def test_array_for_string_or_float_argument_message(arg):
             sdpa(x, x, x, dropout_p=a)
 
 
+# ---- activations ----------------------------------------------------------------------
+
+@pytest.mark.xfail(cattn._ext.kernel_path() == "avx2", strict=True,
+                   reason="bug: float64 silu / gelu_tanh on the AVX2 path flush normal results "
+                          "below ~1e-290 to -0.0 (exp(z) flushed for z < -708.4)")
+@pytest.mark.parametrize("name,x", [("silu", -708.5), ("gelu_tanh", -21.15)])
+def test_float64_silu_gelu_tanh_keep_tiny_normal_results(name, x):
+    """Found by the long run of test_activations_match_reference (minimised):
+    float64 results between the smallest normal (2.2e-308) and ~1e-290 must
+    not be flushed to 0. silu(-708.5) = -708.5 exp(-708.5) / (1 + ...) =
+    -1.4213e-305 (torch: -1.4213e-305), gelu_tanh(-21.15) = -3.0528e-307.
+    The portable path gets both; the AVX2 path gives -0.0 (its exp flushes
+    exp(z) for z < -708.4 before the product with x; also in the linear
+    epilogue). Relative error 100 % on a normal number; harmless in practice,
+    but the two kernel paths disagree."""
+    f = {"silu": cattn.silu, "gelu_tanh": lambda a: cattn.gelu(a, approximate="tanh")}[name]
+    want = {"silu": -1.4213447375e-305, "gelu_tanh": -3.0527519700e-307}[name]
+    got = f(np.array([x]))[0]
+    lin = cattn.linear(np.array([[x]]), np.ones((1, 1)), activation=name)[0, 0]
+    np.testing.assert_allclose([got, lin], want, rtol=1e-8)
+
+
 def test_reference_oracle_limits_are_worked_around():
-    """Two limits of cattn.reference met while writing the properties (the
-    checkers in prop_check.py work around both; not cattn bugs):
+    """Limits of cattn.reference met while writing the properties (the
+    checkers in cattn_testing/properties.py work around them; not cattn bugs):
     * reference.gelu / gelu_tanh cancel in 1 + erf / 1 + tanh for x < -5:
       at x = -8 the float64 reference is off by ~20 % (float32 itself has
-      ~7 correct digits there); prop_check.act_reference uses erfc / expit;
+      ~7 correct digits there); reference.silu (scipy's expit) underflows
+      to 0 at x < -709.8 where x * sigmoid(x) is still a normal number;
+      cattn_testing.properties.act_reference computes them in log space;
     * reference.scaled_dot_product_attention fails when the value has more
-      leading batch dims than query and key (prop_check.broadcast_qkv)."""
+      leading batch dims than query and key (cattn_testing.properties.broadcast_qkv)."""
     from scipy import special as sp
     exact = 0.5 * -8.0 * sp.erfc(8.0 / math.sqrt(2.0))
     assert abs(reference.gelu(np.array([-8.0]))[0] / exact - 1) > 1e-3
+    assert reference.silu(np.array([-709.9]))[0] == 0.0                  # exact: -3.5e-306
     with pytest.raises(ValueError):
         reference.scaled_dot_product_attention(np.ones((3, 4)), np.ones((5, 4)), np.ones((2, 1, 5, 2)))
     assert sdpa(np.ones((3, 4), F32), np.ones((5, 4), F32),

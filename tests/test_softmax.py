@@ -24,7 +24,9 @@ import scipy.special as sp
 
 import cattn
 from cattn import reference
-from _rowtools import eps, path, strided_variants, threads_bitwise
+from cattn_testing.numerics import eps, threads_bitwise
+from cattn_testing.paths import kernel_path as path
+from cattn_testing.rows import strided_variants
 
 FLOATS = [np.float32, np.float64]
 

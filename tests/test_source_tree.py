@@ -17,7 +17,8 @@ INSTALLED = os.path.dirname(os.path.dirname(os.path.abspath(cattn.__file__)))
 
 
 def _unbuilt_repo(tmp_path):
-    """tmp_path/repo: cattn/ without _ext.*, and tests/conftest.py."""
+    """tmp_path/repo: cattn/ without _ext.*, tests/conftest.py and the
+    support package it imports (tests/cattn_testing/)."""
     repo = tmp_path / "repo"
     shutil.copytree(os.path.dirname(os.path.abspath(cattn.__file__)), repo / "cattn",
                     ignore=shutil.ignore_patterns("__pycache__", "_ext.*.so", "_ext.*.pyd",
@@ -26,6 +27,8 @@ def _unbuilt_repo(tmp_path):
                    for p in (repo / "cattn").iterdir())
     (repo / "tests").mkdir()
     shutil.copy(os.path.join(HERE, "conftest.py"), repo / "tests" / "conftest.py")
+    shutil.copytree(os.path.join(HERE, "cattn_testing"), repo / "tests" / "cattn_testing",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     return repo
 
 

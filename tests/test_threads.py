@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import cattn
-from helpers import check_linear, check_matmul, randn, run_python
+from cattn_testing.gemm import check_linear, check_matmul
+from cattn_testing.numerics import randn
+from cattn_testing.paths import run_python
 
 
 # ---- the API ----
@@ -123,7 +125,7 @@ def test_matmul_bitwise_equal_across_thread_counts(rng, dtype, case):
 # segfaults, which would abort the whole pytest session.
 BATCH_INDEPENDENT = """
 import numpy as np, cattn
-from helpers import check_matmul
+from cattn_testing.gemm import check_matmul
 rng = np.random.default_rng(0)
 for dt in (np.float32, np.float64):
     for K in (64, 65, 66):

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from cattn import _ext
-from _rowtools import path, ulp_error
+from cattn_testing.paths import kernel_path as path
+from cattn_testing.rows import ulp_error
 
 # smallest float whose exp is normal, and the overflow point (csrc/vexp.h)
 LO32 = np.float32(-87.33654022)

@@ -48,17 +48,24 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 VPY="$VENV/bin/python"
-say "building cattn with CATTN_SANITIZE=1 into $VENV"
-# -fsanitize in the user's own flags is not needed (and LD_PRELOAD must not
-# reach the compiler or pip): the build sees only CATTN_SANITIZE
-(cd "$ROOT" && env -u LD_PRELOAD CATTN_SANITIZE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    "$VPY" -m pip install -q '.[test]')
-BUILD_S=$((SECONDS - T0))
-
 RUNDIR="$(mktemp -d "${TMPDIR:-/tmp}/cattn-sanitize.XXXXXX")"
 trap 'rm -rf "$RUNDIR"' EXIT
 LOGDIR="$RUNDIR/logs"
 mkdir -p "$LOGDIR"
+
+say "building cattn with CATTN_SANITIZE=1 into $VENV"
+# The wheel is built apart (setup.py rebuilds the in-tree build/ when the
+# flags differ from the last build's), installed with the test extra's
+# dependencies, then once more by force: a venv that already has a cattn of
+# the same version would otherwise keep it. LD_PRELOAD must not reach pip or
+# the compiler.
+(cd "$ROOT" && env -u LD_PRELOAD CATTN_SANITIZE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    "$VPY" -m pip wheel -q --no-deps --no-cache-dir -w "$RUNDIR/wheel" .)
+WHEEL="$(ls "$RUNDIR"/wheel/cattn-*.whl)"
+env -u LD_PRELOAD PIP_DISABLE_PIP_VERSION_CHECK=1 "$VPY" -m pip install -q "$WHEEL[test]"
+env -u LD_PRELOAD PIP_DISABLE_PIP_VERSION_CHECK=1 "$VPY" -m pip install -q --no-deps \
+    --force-reinstall "$WHEEL"
+BUILD_S=$((SECONDS - T0))
 cd "$RUNDIR"      # never the source root: the installed, sanitized cattn is tested
 
 # where the extension is, without importing it (that needs the preload)
@@ -116,10 +123,16 @@ for kp in "${PATHS[@]}"; do
     fi
     OUT="$RUNDIR/pytest-$kp.log"
     set +e
-    CATTN_FORCE_PORTABLE="$force" "$VPY" -m pytest "$ROOT/tests" -q -ra -p no:cacheprovider \
-        --capture=sys "$@" 2>&1 | tee "$OUT"
+    # -v: a report printed while a test runs lands on that test's line; the
+    # full log is kept, the console shows all but the passed/skipped lines
+    CATTN_FORCE_PORTABLE="$force" "$VPY" -m pytest "$ROOT/tests" -v -ra -p no:cacheprovider \
+        --capture=sys "$@" 2>&1 | tee "$OUT" \
+        | grep -Ev '^[^ ]+::[^ ]+ (PASSED|SKIPPED|XFAIL|XPASS) +\[ *[0-9]+%\]$'
     rc=${PIPESTATUS[0]}
     set -e
+    if [ $rc -ne 0 ] && ! tail -n 3 "$OUT" | grep -Eq '^=+ .*( passed| failed| error| skipped| no tests ran).* in [0-9.]+s'; then
+        echo "sanitize: pytest died (exit $rc) during: $(grep -E '^[^ ]+::' "$OUT" | tail -n 1 | cut -c1-300)" >&2
+    fi
     TIMES+=("$kp: $((SECONDS - t)) s")
     if [ $rc -ne 0 ]; then
         FAILED+=("$kp (pytest exit $rc)")

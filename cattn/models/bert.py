@@ -1,23 +1,27 @@
 """cattn.models.bert — a BERT encoder (the MiniLM / all-MiniLM-L6-v2 family)
-built from cattn ops: `linear` (bias and GELU fused in the GEMM epilogue),
-`layer_norm`, `scaled_dot_product_attention` and `attention_weights`.
+built from cattn.nn layers: nn.Embedding and nn.LayerNorm for the
+embeddings, nn.TransformerEncoder of post-LN nn.TransformerEncoderLayer
+(erf GELU, LayerNorm eps from the config) for the encoder.
 
 What this file is: the network of Hugging Face's `BertModel` up to the last
 hidden state, for inference (no dropout, no pooler head, no cross-attention,
-absolute position embeddings only). What it is not: a tokenizer or a pooling
-layer (see cattn.models.sentence), and it never imports torch.
+absolute position embeddings only), and the key map from Hugging Face's
+parameter names to cattn.nn's. What it is not: a layer implementation (those
+are cattn.nn's), a tokenizer or a pooling layer (see cattn.models.sentence);
+it never imports torch.
 
 Legend: B batch, L tokens per sequence (padded), T real (unpadded) tokens
-of a batch, E hidden size, H heads, D = E / H head dim, F intermediate (FFN)
-size, V vocabulary.
+of a batch, E hidden size, H heads, F intermediate (FFN) size, V vocabulary.
 
-Padding: the GEMMs, norms and GELU run on the T real tokens only, stacked as
-(T, E) rows; only attention sees the padded (B, L) layout (a key-padding
-mask (B, 1, 1, L), True = real token), so padding costs nothing outside it.
+Padding: the model runs nn's real-tokens-only path (nn.RealTokens,
+TransformerEncoder.forward_tokens): embeddings, GEMMs, norms and GELU run on
+the T real tokens only, stacked as (T, E) rows; only attention sees the
+padded (B, L) layout, with the padding keys masked.
 
-Per layer (post-LN, as BERT):
+Per layer (post-LN, as BERT; nn.TransformerEncoderLayer with norm_first=False):
     qkv  = x W_qkv^T + b_qkv                 one GEMM: W_qkv (3E, E) is the
                                               query, key, value weights stacked
+                                              (in_proj_weight, as torch)
     ctx  = softmax(q k^T / sqrt(D) + mask) v per head, fused (no score tensor)
     x    = LayerNorm(x + ctx W_o^T + b_o)
     x    = LayerNorm(x + GELU_erf(x W_1^T + b_1) W_2^T + b_2)
@@ -28,15 +32,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .. import attention as _attention
-from .. import ops as _ops
-from .._validate import as_int, as_real, contiguous
-from ..functional import layer_norm as _layer_norm_op
-
-
-def _layer_norm(x, weight, bias, eps):
-    """LayerNorm over the last axis, in place (x is a fresh temporary)."""
-    return _layer_norm_op(x, weight, bias, eps, out=x)
+from .. import nn
+from .._validate import as_int, as_real
 
 
 @dataclass
@@ -89,7 +86,7 @@ class BertConfig:
         return self.hidden_size // self.num_attention_heads
 
 
-# Hugging Face hidden_act names -> cattn.linear epilogue activations.
+# Hugging Face hidden_act names -> cattn.nn activation names (fused in the GEMM epilogue).
 # BERT's "gelu" is the exact erf form.
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                 "relu": "relu", "silu": "silu", "swish": "silu"}
@@ -108,113 +105,68 @@ def _strip_prefix(weights):
     return {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}
 
 
-class BertLayer:
-    """One post-LN encoder layer; parameters are NumPy arrays (see module doc)."""
-
-    def __init__(self, cfg, w, i, dtype):
-        p = f"encoder.layer.{i}."
-
-        def get(name):
-            key = p + name
-            if key not in w:
-                raise KeyError(f"BERT checkpoint: missing tensor {key!r}")
-            return contiguous(np.asarray(w[key]), dtype)   # C order and aligned
-
-        def t(w):
-            # (out, in) kept row-major, torch's layout: short inputs (<= 12
-            # tokens) run on the small-M GEMM that reads these rows in place,
-            # longer ones pack them with register transposes
-            return contiguous(w, w.dtype)
-
-        E = cfg.hidden_size
-        self.num_heads = cfg.num_attention_heads
-        self.eps = float(cfg.layer_norm_eps)
-        self.act = _ACTIVATIONS[cfg.hidden_act]
-        # (3E, E): query, key, value stacked once at load time -> one GEMM
-        self.qkv_weight = t(np.concatenate([get(f"attention.self.{n}.weight")
-                                            for n in ("query", "key", "value")]))
-        self.qkv_bias = np.concatenate([get(f"attention.self.{n}.bias")
-                                        for n in ("query", "key", "value")])
-        self.out_weight = t(get("attention.output.dense.weight"))        # (E, E)
-        self.out_bias = get("attention.output.dense.bias")
-        self.norm1_weight = get("attention.output.LayerNorm.weight")    # (E,)
-        self.norm1_bias = get("attention.output.LayerNorm.bias")
-        self.ffn1_weight = t(get("intermediate.dense.weight"))           # (F, E)
-        self.ffn1_bias = get("intermediate.dense.bias")
-        self.ffn2_weight = t(get("output.dense.weight"))                 # (E, F)
-        self.ffn2_bias = get("output.dense.bias")
-        self.norm2_weight = get("output.LayerNorm.weight")
-        self.norm2_bias = get("output.LayerNorm.bias")
-        if self.qkv_weight.shape != (3 * E, E):
-            raise ValueError(f"BERT checkpoint: layer {i} query/key/value weights stack to "
-                             f"{self.qkv_weight.shape}, expected ({3 * E}, {E})")
-
-    def torch_state_dict(self):
-        """These parameters under torch.nn.TransformerEncoderLayer's names
-        (self_attn.in_proj_weight, linear1.weight, norm1.weight, ...), for
-        cattn.nn.TransformerEncoderLayer(E, H, F, activation="gelu",
-        layer_norm_eps=eps) or torch itself (norm_first=False)."""
-        return {"self_attn.in_proj_weight": self.qkv_weight,
-                "self_attn.in_proj_bias": self.qkv_bias,
-                "self_attn.out_proj.weight": self.out_weight,
-                "self_attn.out_proj.bias": self.out_bias,
-                "linear1.weight": self.ffn1_weight, "linear1.bias": self.ffn1_bias,
-                "linear2.weight": self.ffn2_weight, "linear2.bias": self.ffn2_bias,
-                "norm1.weight": self.norm1_weight, "norm1.bias": self.norm1_bias,
-                "norm2.weight": self.norm2_weight, "norm2.bias": self.norm2_bias}
-
-    def __call__(self, x, mask=None, need_weights=False):
-        """x (B, L, E); mask None or bool (B, 1, 1, L), True = real token.
-        Returns the new x (B, L, E), and the attention probabilities
-        (B, H, L, L) when need_weights (else None)."""
-        B, L, E = x.shape
-        y, w = self.forward_tokens(x.reshape(B * L, E), B, L, None, mask, need_weights)
-        return y.reshape(B, L, E), w
-
-    def forward_tokens(self, x, B, L, rows=None, mask=None, need_weights=False, scratch=None):
-        """The layer on token rows: x (T, E) -> (T, E).
-
-        rows None: x holds all B*L positions (B, L) in order. Otherwise rows
-        (T,) are the flat positions b*L + l of the T real tokens (ascending)
-        and the GEMMs, norms and GELU run on those rows only: only attention
-        sees the padded (B, L) layout, through a (B*L, 3E) buffer whose
-        padding rows are zeros (scratch: such a buffer to reuse).
-        mask: bool (B, 1, 1, L) key-padding mask or None."""
-        T, E = x.shape
-        H = self.num_heads
-        D = E // H
-        qkv = _ops.linear(x, self.qkv_weight, self.qkv_bias)                  # (T, 3E)
-        if rows is not None:
-            buf = scratch if scratch is not None else np.zeros((B * L, 3 * E), x.dtype)
-            buf[rows] = qkv
-            qkv = buf
-        qkv = qkv.reshape(B, L, 3, H, D).transpose(2, 0, 3, 1, 4)             # (3, B, H, L, D)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        ctx = np.empty((B, L, H, D), dtype=x.dtype)
-        _attention.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                                out=ctx.transpose(0, 2, 1, 3))
-        weights = _attention.attention_weights(q, k, attn_mask=mask) if need_weights else None
-        ctx = ctx.reshape(B * L, E)
-        if rows is not None:
-            ctx = ctx.take(rows, axis=0)                                          # (T, E)
-        a = _ops.linear(ctx, self.out_weight, self.out_bias)
-        a += x
-        x = _layer_norm(a, self.norm1_weight, self.norm1_bias, self.eps)
-        h = _ops.linear(x, self.ffn1_weight, self.ffn1_bias, activation=self.act)  # (T, F)
-        y = _ops.linear(h, self.ffn2_weight, self.ffn2_bias)
-        y += x
-        return _layer_norm(y, self.norm2_weight, self.norm2_bias, self.eps), weights
+# The key map: Hugging Face BERT names -> cattn.nn names (BertModel's
+# modules). Layer i's names are prefixed "encoder.layer.{i}." on the left and
+# "encoder.layers.{i}." on the right; its query, key and value weights and
+# biases are stacked, in that order, into self_attn.in_proj_weight (3E, E)
+# and in_proj_bias (3E,), as torch's MultiheadAttention holds them.
+_EMBEDDING_KEYS = {
+    "embeddings.word_embeddings.weight": "word_embeddings.weight",              # (V, E)
+    "embeddings.position_embeddings.weight": "position_embeddings.weight",      # (P, E)
+    "embeddings.token_type_embeddings.weight": "token_type_embeddings.weight",  # (2, E)
+    "embeddings.LayerNorm.weight": "norm.weight",
+    "embeddings.LayerNorm.bias": "norm.bias",
+}
+_LAYER_KEYS = {
+    "attention.output.dense.weight": "self_attn.out_proj.weight",   # (E, E)
+    "attention.output.dense.bias": "self_attn.out_proj.bias",
+    "attention.output.LayerNorm.weight": "norm1.weight",
+    "attention.output.LayerNorm.bias": "norm1.bias",
+    "intermediate.dense.weight": "linear1.weight",                  # (F, E)
+    "intermediate.dense.bias": "linear1.bias",
+    "output.dense.weight": "linear2.weight",                        # (E, F)
+    "output.dense.bias": "linear2.bias",
+    "output.LayerNorm.weight": "norm2.weight",
+    "output.LayerNorm.bias": "norm2.bias",
+}
+_QKV = ("query", "key", "value")
 
 
-class BertModel:
+def nn_state_dict(weights, num_layers):
+    """A Hugging Face BERT checkpoint {name: array} (an optional "bert."
+    style prefix is stripped) -> BertModel's cattn.nn state dict, through
+    the key map above. KeyError naming the missing checkpoint tensor."""
+    w = _strip_prefix(weights)
+
+    def get(name):
+        if name not in w:
+            raise KeyError(f"BERT checkpoint: missing tensor {name!r}")
+        return np.asarray(w[name])
+
+    sd = {ours: get(theirs) for theirs, ours in _EMBEDDING_KEYS.items()}
+    for i in range(num_layers):
+        hf, ours = f"encoder.layer.{i}.", f"encoder.layers.{i}."
+        sd.update({ours + o: get(hf + t) for t, o in _LAYER_KEYS.items()})
+        for part in ("weight", "bias"):
+            sd[f"{ours}self_attn.in_proj_{part}"] = np.concatenate(
+                [get(f"{hf}attention.self.{n}.{part}") for n in _QKV])
+    return sd
+
+
+class BertModel(nn.Module):
     """BERT encoder: token ids -> last hidden state.
 
     Build with `BertModel(config, weights)` where weights maps Hugging Face
     parameter names (an optional "bert." style prefix is stripped) to NumPy
     arrays, or `BertModel.from_pretrained(directory)` (config.json +
-    model.safetensors). dtype float32 (default) or float64."""
+    model.safetensors). dtype float32 (default) or float64.
+    Modules (cattn.nn, names as in state_dict()): word_embeddings,
+    position_embeddings, token_type_embeddings (nn.Embedding), norm (the
+    embeddings' nn.LayerNorm), encoder (nn.TransformerEncoder; None when
+    the config has no layers)."""
 
     def __init__(self, config, weights, dtype=np.float32):
+        super().__init__()
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
             raise TypeError(f"BertModel: dtype {dtype} not supported; use float32 or float64")
@@ -223,24 +175,24 @@ class BertModel:
         config.validate()
         self.config = config
         self.dtype = dtype
-        w = _strip_prefix(weights)
-
-        def get(name):
-            if name not in w:
-                raise KeyError(f"BERT checkpoint: missing tensor {name!r}")
-            return contiguous(np.asarray(w[name]), dtype)
-
-        E = config.hidden_size
-        self.word_embeddings = get("embeddings.word_embeddings.weight")           # (V, E)
-        self.position_embeddings = get("embeddings.position_embeddings.weight")   # (P, E)
-        self.token_type_embeddings = get("embeddings.token_type_embeddings.weight")
-        self.norm_weight = get("embeddings.LayerNorm.weight")
-        self.norm_bias = get("embeddings.LayerNorm.bias")
-        if self.word_embeddings.shape != (config.vocab_size, E):
-            raise ValueError(f"BERT checkpoint: word embeddings have shape "
-                             f"{self.word_embeddings.shape}, config says "
-                             f"({config.vocab_size}, {E})")
-        self.layers = [BertLayer(config, w, i, dtype) for i in range(config.num_hidden_layers)]
+        E, eps = config.hidden_size, float(config.layer_norm_eps)
+        # weights allocated, not drawn (skip_init): load_state_dict fills them
+        self.word_embeddings = nn.skip_init(nn.Embedding, config.vocab_size, E, dtype=dtype)
+        self.position_embeddings = nn.skip_init(nn.Embedding, config.max_position_embeddings,
+                                                E, dtype=dtype)
+        self.token_type_embeddings = nn.skip_init(nn.Embedding, config.type_vocab_size, E,
+                                                  dtype=dtype)
+        self.norm = nn.LayerNorm(E, eps, dtype=dtype)
+        self.encoder = None
+        if config.num_hidden_layers:
+            layer = nn.skip_init(nn.TransformerEncoderLayer, E, config.num_attention_heads,
+                                 config.intermediate_size, 0.0, _ACTIVATIONS[config.hidden_act],
+                                 eps, batch_first=True, norm_first=False, dtype=dtype)
+            self.encoder = nn.TransformerEncoder(layer, config.num_hidden_layers)
+        try:
+            self.load_state_dict(nn_state_dict(weights, config.num_hidden_layers))
+        except ValueError as e:
+            raise ValueError(f"BERT checkpoint does not fit its config: {e}") from None
 
     @classmethod
     def from_pretrained(cls, path, dtype=np.float32):
@@ -251,27 +203,23 @@ class BertModel:
 
     @property
     def max_length(self):
-        return self.position_embeddings.shape[0]
+        return self.position_embeddings.num_embeddings
 
     def embed(self, input_ids, token_type_ids=None, positions=None):
         """LayerNorm(word + token type + position embeddings).
 
         input_ids (B, L) -> (B, L, E), positions 0..L-1; or flat token ids
         (T,) with their positions (T,) -> (T, E)."""
-        x = self.word_embeddings[input_ids]                      # a copy
+        x = self.word_embeddings(input_ids)                      # a copy
         if token_type_ids is None:
-            x += self.token_type_embeddings[0]
+            x += self.token_type_embeddings.weight[0]
         else:
-            x += self.token_type_embeddings[token_type_ids]
+            x += self.token_type_embeddings(token_type_ids)
         if positions is None:
-            x += self.position_embeddings[:input_ids.shape[-1]]
+            x += self.position_embeddings.weight[:input_ids.shape[-1]]
         else:
-            x += self.position_embeddings[positions]
-        return _layer_norm(x, self.norm_weight, self.norm_bias, float(self.config.layer_norm_eps))
-
-    def __call__(self, input_ids, attention_mask=None, token_type_ids=None,
-                 output_attentions=False):
-        return self.forward(input_ids, attention_mask, token_type_ids, output_attentions)
+            x += self.position_embeddings(positions)
+        return self.norm(x, out=x)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None,
                 output_attentions=False):
@@ -281,14 +229,8 @@ class BertModel:
         Returns the last hidden state (B, L, E), zeros at padding positions;
         with output_attentions, also a list of per-layer attention
         probabilities (B, H, L, L) whose padding columns are exactly 0."""
-        x, rows, atts = self.forward_tokens(input_ids, attention_mask, token_type_ids,
-                                            output_attentions)
-        B, L = np.shape(input_ids)
-        if rows is not None:
-            full = np.zeros((B * L, x.shape[-1]), self.dtype)
-            full[rows] = x
-            x = full
-        x = x.reshape(B, L, self.config.hidden_size)
+        x, tokens, atts = self._run(input_ids, attention_mask, token_type_ids, output_attentions)
+        x = tokens.unpack(x)
         return (x, atts) if output_attentions else x
 
     def forward_tokens(self, input_ids, attention_mask=None, token_type_ids=None,
@@ -299,6 +241,12 @@ class BertModel:
         padded: x then holds all B*L positions), attentions a list of
         (B, H, L, L) or None. Padding positions are never computed except
         inside attention (as masked keys / ignored queries)."""
+        x, tokens, atts = self._run(input_ids, attention_mask, token_type_ids, output_attentions)
+        return x, tokens.rows, atts
+
+    def _run(self, input_ids, attention_mask, token_type_ids, output_attentions):
+        """(x (T, E), nn.RealTokens, attentions or None): validate, embed the
+        real tokens, run the encoder's real-tokens-only path."""
         input_ids = np.asarray(input_ids)
         if input_ids.ndim != 2 or input_ids.dtype.kind not in "iu":
             raise ValueError(f"BertModel: input_ids must be a 2-D integer array (B, L), got "
@@ -319,35 +267,26 @@ class BertModel:
                             or token_type_ids.max() >= self.config.type_vocab_size):
                 raise ValueError("BertModel: token_type_ids must lie in "
                                  f"[0, {self.config.type_vocab_size})")
-        mask = rows = None
+        padding = None
         if attention_mask is not None:
             am = np.asarray(attention_mask)
             if am.shape != (B, L):
                 raise ValueError(f"BertModel: attention_mask has shape {am.shape}, "
                                  f"expected {(B, L)}")
-            am = am.astype(bool, copy=False)
-            if not am.all():
-                mask = am[:, None, None, :]                        # (B, 1, 1, S) key padding
-                rows = np.flatnonzero(am)                          # real tokens, (T,)
-        atts = [] if output_attentions else None
+            padding = ~am.astype(bool, copy=False)             # torch's key padding mask
+        tokens = nn.RealTokens(B, L, padding)
+        n_layers = self.config.num_hidden_layers
         if B == 0 or L == 0:
-            if output_attentions:
-                atts = [np.zeros((B, H, L, L), self.dtype) for _ in self.layers]
-            return np.zeros((0, E), self.dtype), None, atts
-        if rows is None:
-            x = self.embed(input_ids.reshape(-1),
-                           None if token_type_ids is None else token_type_ids.reshape(-1),
-                           np.tile(np.arange(L), B))
-        else:
-            x = self.embed(input_ids.reshape(-1)[rows],
-                           None if token_type_ids is None else token_type_ids.reshape(-1)[rows],
-                           rows % L)
-        scratch = None if rows is None else np.zeros((B * L, 3 * E), self.dtype)
-        for layer in self.layers:
-            x, w = layer.forward_tokens(x, B, L, rows, mask, output_attentions, scratch)
-            if output_attentions:
-                atts.append(w)
-        return x, rows, atts
+            atts = [np.zeros((B, H, L, L), self.dtype) for _ in range(n_layers)]
+            return np.zeros((0, E), self.dtype), tokens, atts if output_attentions else None
+        positions = np.tile(np.arange(L), B) if tokens.rows is None else tokens.rows % L
+        x = self.embed(tokens.pack(input_ids),
+                       None if token_type_ids is None else tokens.pack(token_type_ids),
+                       positions)
+        if self.encoder is None:
+            return x, tokens, [] if output_attentions else None
+        x, atts = self.encoder.forward_tokens(x, tokens, need_weights=output_attentions)
+        return x, tokens, atts
 
 
 def load_safetensors(path):

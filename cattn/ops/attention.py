@@ -1,0 +1,376 @@
+"""cattn.ops.attention — scaled-dot-product attention with torch semantics on
+NumPy arrays, the attention-weights matrix, and a KV cache.
+
+Shape legend (as everywhere in cattn): B batch, Hq query heads, H kv heads
+(H = Hq without GQA), L queries, S keys, E is the head dim (of queries and
+keys), Ev the value dim; "..." are free leading batch dims (broadcast).
+Under GQA (enable_gqa, Hq = H * group) query head h uses kv head h // group.
+
+Python checks and describes the call once (`_prepare` -> an AttentionPlan
+plus the arrays); cattn._ext.attention copies the plan into C's
+cattn_attn_args (csrc/cattn.h) and runs the fused kernel without the GIL.
+"""
+import functools
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _ext
+from .._threads import get_num_threads
+from .._validate import (FLOAT_DTYPES, alloc, as_flag, as_float_array, as_float_dtype, as_int,
+                         as_real, check_out, native, readable, result_dtype, show)
+from .gemm import _batch_offsets
+
+_OP = "scaled_dot_product_attention"
+_ALIGN = ("upper_left", "lower_right")
+_MASK = _ext.MASK_KINDS
+
+
+class AttentionPlan(NamedTuple):
+    """One fused attention call as the C kernel sees it (immutable; filled
+    into cattn_attn_args by cattn._ext.attention). Sizes are ints, offsets
+    int64 arrays, strides in elements. The call runs over nkv "units" (one
+    per (batch, kv head)), each with `group` query heads.
+
+    The arrays passed beside the plan: O, the result (..., Hq, L, Ev), or
+    the probabilities (..., Hq, L, S) when `weights`; Q (..., Hq, L, E);
+    K (..., H, S, E); V (..., H, S, Ev); mask None or viewed as (..., Hq,
+    L, S). Query-side arrays (Q, O, mask) are indexed per (unit, group head)
+    (nkv * group offsets), K and V per unit (nkv offsets).
+    """
+    weights: bool      # O holds the probabilities (attention_weights), V is not read
+    nkv: int           # units: prod of the broadcast batch dims, times H
+    group: int         # query heads per kv head (Hq // H under GQA, else 1)
+    L: int             # queries
+    S: int             # keys
+    E: int             # the head dim (of Q and K)
+    Ev: int            # the value dim (S when `weights`: the width of O's rows)
+    scale: float       # multiplies Q K^T
+    causal: bool       # key s visible to query row i iff s <= i + shift
+    shift: int         # 0 ("upper_left", torch) or S - L ("lower_right", KV cache)
+    mask_kind: int     # _ext.MASK_KINDS: "none", "bool" (uint8 bytes, 1 = attend), "additive"
+    offo: np.ndarray   # (nkv * group,) offset of each (L, Ev) / (L, S) block of O
+    rso: int           # row stride of O
+    offq: np.ndarray   # (nkv * group,) offset of each (L, E) block of Q
+    rsq: int
+    offk: np.ndarray   # (nkv,) offset of each (S, E) block of K
+    rsk: int
+    offv: np.ndarray   # (nkv,) offset of each (S, Ev) block of V
+    rsv: int
+    offm: np.ndarray   # (nkv * group,) offset of each (L, S) block of the mask (zeros if none)
+    rsm: int           # mask row stride (along L)
+    csm: int           # mask column stride (along S; 0 when broadcast)
+
+
+def _scale(scale, E, dtype, op):
+    """The softmax scale as a float: default 1/sqrt(E); a given scale may be
+    any real number that is finite in the compute dtype (0 and negative
+    values included, as torch allows); NaN, inf or a value past the dtype's
+    largest finite number raise ValueError (the kernels scale queries in
+    the compute dtype, where such a value would turn every score into
+    inf or NaN)."""
+    if scale is None:
+        return 1.0 / math.sqrt(E) if E > 0 else 1.0
+    s = as_real(scale, "scale", op, finite=True)
+    big = float(np.finfo(dtype).max)
+    if not -big <= s <= big:
+        raise ValueError(f"{op}: scale={show(scale)} is not finite in {np.dtype(dtype)}, the "
+                         f"compute dtype (|scale| must be <= {big:.6g})")
+    return s
+
+
+def _heads(x):
+    """(batch dims, heads) of a (..., H, N, D) array; 2-D means one head."""
+    return (x.shape[:-3], x.shape[-3]) if x.ndim >= 3 else ((), 1)
+
+
+@functools.lru_cache(maxsize=64)
+def _zeros_offsets(n):
+    z = np.zeros(max(1, n), np.int64)
+    z.flags.writeable = False
+    return z
+
+
+def _offsets(x, batch_shape):
+    """(offsets of each (N, D) block of x over `batch_shape`, row stride)."""
+    es = tuple(s // x.itemsize for s in x.strides)
+    return _batch_offsets(batch_shape, x.shape[:-2], es[:-2]), es[-2]
+
+
+def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
+             causal_alignment, out=None):
+    """Check the arguments and describe the call: (plan, O, Q, K, V, mask),
+    the arrays as _ext.attention takes them (see AttentionPlan).
+
+    value=None: attention_weights (O is the new (..., Hq, L, S) weights
+    array). Otherwise O is `out` when the kernel can write it in place, else
+    a new (..., Hq, L, Ev) array (the caller copies it into `out`)."""
+    weights = value is None
+    q = as_float_array(query, "query", op)
+    k = as_float_array(key, "key", op)
+    v = None if weights else as_float_array(value, "value", op)
+    arrays = (q, k) if weights else (q, k, v)
+    for name, a in zip(("query", "key", "value"), arrays):
+        if a.ndim < 2:
+            raise ValueError(f"{op}: {name} must have at least 2 dims (..., L, E), got shape {a.shape}")
+    is_causal = as_flag(is_causal, "is_causal", op)
+    enable_gqa = as_flag(enable_gqa, "enable_gqa", op)
+    if not isinstance(causal_alignment, str) or causal_alignment not in _ALIGN:
+        raise ValueError(f"{op}: causal_alignment must be 'upper_left' or 'lower_right', "
+                         f"got {causal_alignment!r}")
+    if is_causal and attn_mask is not None:
+        raise ValueError(f"{op}: pass either attn_mask or is_causal=True, not both")
+    L, E = q.shape[-2:]
+    S = k.shape[-2]
+    if k.shape[-1] != E:
+        raise ValueError(f"{op}: query has shape {q.shape} and key has shape {k.shape}: "
+                         f"head dims differ ({E} != {k.shape[-1]})")
+    if v is not None and v.shape[-2] != S:
+        raise ValueError(f"{op}: key has shape {k.shape} and value has shape {v.shape}: "
+                         f"sequence lengths differ ({S} != {v.shape[-2]})")
+    qb, Hq = _heads(q)
+    kb, H = _heads(k)
+    if v is not None:
+        vb, Hv = _heads(v)
+        if Hv != H:
+            raise ValueError(f"{op}: key has shape {k.shape} and value has shape {v.shape}: "
+                             "head counts differ")
+    else:
+        vb = kb
+    group = 1
+    if enable_gqa and Hq != H:
+        if H == 0 or Hq % H:
+            raise ValueError(f"{op}: enable_gqa needs query heads ({Hq}) to be a multiple of "
+                             f"kv heads ({H}); shapes {q.shape} and {k.shape}")
+        group = Hq // H
+    try:
+        if group > 1:
+            batch = np.broadcast_shapes(qb, kb, vb) + (H,)
+        else:
+            batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2],
+                                        v.shape[:-2] if v is not None else ())
+    except ValueError:
+        shapes = ", ".join(str(a.shape) for a in arrays)
+        raise ValueError(f"{op}: batch/head dims of {shapes} do not broadcast") from None
+    dtype = result_dtype(*arrays)
+    out_batch = batch + ((group,) if group > 1 else ())   # (..., H, group) or (..., Hq)
+    full = (batch[:-1] + (Hq,) if group > 1 else batch)   # (..., Hq)
+    scale = _scale(scale, E, dtype, op)
+
+    def view_q(x):  # (..., Hq, N, D) -> (..., H, group, N, D) view
+        if group == 1:
+            return x
+        sh = x.shape[:-3] + (H, group) + x.shape[-2:]
+        st = x.strides[:-3] + (x.strides[-3] * group, x.strides[-3]) + x.strides[-2:]
+        return np.lib.stride_tricks.as_strided(x, sh, st, writeable=x.flags.writeable)
+
+    # ---- the mask: viewed through its strides, never expanded
+    mask, mkind, offm, rsm, csm = None, _MASK["none"], _zeros_offsets(math.prod(out_batch)), 0, 0
+    if attn_mask is not None:
+        try:
+            m = native(np.asarray(attn_mask))
+        except Exception as e:  # ragged lists, objects NumPy rejects
+            raise TypeError(f"{op}: attn_mask could not be converted to an array: {e}") from None
+        if m.dtype == np.bool_:
+            mkind = _MASK["bool"]
+        elif m.dtype in FLOAT_DTYPES:
+            mkind = _MASK["additive"]
+        else:
+            raise TypeError(f"{op}: attn_mask has dtype {m.dtype}; expected bool or float")
+        target = full + (L, S)
+        try:
+            ok = np.broadcast_shapes(m.shape, target) == target
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{op}: attn_mask of shape {m.shape} does not broadcast to {target}")
+        if mkind == _MASK["additive"] and m.dtype.itemsize > np.dtype(dtype).itemsize:
+            # float64 mask, float32 compute: finite values stay finite (a value
+            # beyond float32's range saturates at +-FLT_MAX instead of becoming
+            # the -inf "excluded" sentinel or +inf); +-inf and NaN are kept
+            big = np.finfo(dtype).max
+            m = np.where(np.isfinite(m), np.clip(m, -big, big), m)
+        m = readable(m, dtype if mkind == _MASK["additive"] else m.dtype)  # cast, aligned
+        mb = view_q(np.broadcast_to(m, target))
+        if mkind == _MASK["bool"]:
+            mb = mb.view(np.uint8)
+        es = tuple(s // m.itemsize for s in mb.strides)
+        offm = _batch_offsets(out_batch, mb.shape[:-2], es[:-2])
+        rsm, csm = es[-2], es[-1]
+        mask = mb
+
+    # ---- the result
+    Ev = S if weights else v.shape[-1]
+    shape = full + (L, Ev)
+    if weights:
+        O = alloc(shape, dtype, op, "the (..., L, S) weights")
+    else:
+        if q.ndim == 2 and k.ndim == 2 and v.ndim == 2:
+            shape = shape[-2:]
+        if out is not None:
+            check_out(out, shape, dtype, op, arrays)
+        O = out
+        if O is None or (O.shape[-1] > 1 and O.strides[-1] != O.itemsize):
+            O = alloc(shape, dtype, op, "the result")
+
+    # ---- the operands, readable by the kernels
+    Q = view_q(readable(q, dtype, True))
+    K = readable(k, dtype, True)
+    V = K if weights else readable(v, dtype, True)
+    offq, rsq = _offsets(Q, out_batch)
+    offk, rsk = _offsets(K, batch)
+    offv, rsv = _offsets(V, batch)
+    offo, rso = _offsets(view_q(O), out_batch)
+    plan = AttentionPlan(weights, math.prod(batch), group, L, S, E, Ev, scale, is_causal,
+                         (S - L) if causal_alignment == "lower_right" else 0, mkind,
+                         offo, rso, offq, rsq, offk, rsk, offv, rsv, offm, rsm, csm)
+    return plan, O, Q, K, V, mask
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, *, scale=None, enable_gqa=False,
+                                 causal_alignment="upper_left", out=None):
+    """softmax(Q K^T * scale + mask) V, fused (the (L, S) scores are never stored).
+
+    query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev) ->
+    (..., Hq, L, Ev), E the head dim; 2-D (L, E) inputs are one head.
+    Leading dims broadcast.
+    attn_mask: bool (True = attend) or float (added), broadcastable to
+    (..., Hq, L, S), read through its strides (never expanded).
+    is_causal: row i sees keys 0..i ("upper_left", torch) or 0..i+S-L
+    ("lower_right", the KV-cache convention); not together with attn_mask.
+    enable_gqa: Hq a multiple of H, query head h uses kv head h // (Hq/H).
+    A row with no key to attend to gives zeros; masked keys never
+    contribute, even if their K or V holds NaN. dropout_p must be 0.
+    """
+    if type(dropout_p) is not float or dropout_p != 0.0:
+        if as_real(dropout_p, "dropout_p", _OP, finite=False) != 0.0:
+            raise ValueError(f"{_OP}: dropout_p must be 0 (cattn is an inference engine), "
+                             f"got {show(dropout_p)}")
+    plan, O, Q, K, V, mask = _prepare(_OP, query, key, value, attn_mask, is_causal, scale,
+                                      enable_gqa, causal_alignment, out)
+    _ext.attention(plan, O, Q, K, V, mask, get_num_threads())
+    if out is not None and O is not out:
+        out[...] = O
+        return out
+    return O
+
+
+def attention_weights(query, key, attn_mask=None, is_causal=False, *, scale=None,
+                      enable_gqa=False, causal_alignment="upper_left"):
+    """The probability matrix A = softmax(Q K^T * scale + mask): (..., Hq, L, S).
+
+    Same arguments and semantics as scaled_dot_product_attention (rows with
+    nothing to attend to are zeros), computed by the same kernel tiles."""
+    op = "attention_weights"
+    plan, W, Q, K, V, mask = _prepare(op, query, key, None, attn_mask, is_causal, scale,
+                                      enable_gqa, causal_alignment)
+    if W.size:
+        _ext.attention(plan, W, Q, K, V, mask, get_num_threads())
+    return W
+
+
+class KVCache:
+    """Preallocated keys and values for incremental decoding.
+
+    k: (B, H, max_len, E) and v: (B, H, max_len, Ev) arrays (B = batch,
+    H = kv_heads, E = head_dim, Ev = value_dim, default E); `append` writes new
+    positions; `keys` / `values` are views of the filled prefix (no copy);
+    `attend(q)` runs attention of new queries over the filled prefix with
+    the KV-cache causal convention (lower_right).
+
+    Sizes are ints >= 0 (TypeError for another type, bool included;
+    ValueError for a negative one); a cache too large for memory raises
+    MemoryError (ValueError past what NumPy can describe) naming the sizes.
+    dtype float32 or float64 (TypeError otherwise)."""
+
+    def __init__(self, batch, kv_heads, max_len, head_dim, dtype=np.float32, value_dim=None):
+        op = "KVCache"
+        dtype = as_float_dtype(dtype, op)
+        batch = as_int(batch, "batch", op)
+        kv_heads = as_int(kv_heads, "kv_heads", op)
+        max_len = as_int(max_len, "max_len", op)
+        head_dim = as_int(head_dim, "head_dim", op)
+        value_dim = head_dim if value_dim is None else as_int(value_dim, "value_dim", op)
+        what = (f"the cache (batch={show(batch)}, kv_heads={show(kv_heads)}, "
+                f"max_len={show(max_len)}, head_dim={show(head_dim)}, "
+                f"value_dim={show(value_dim)})")
+        self.k = alloc((batch, kv_heads, max_len, head_dim), dtype, op, what + ": keys", np.zeros)
+        self.v = alloc((batch, kv_heads, max_len, value_dim), dtype, op, what + ": values",
+                       np.zeros)
+        self._length = 0
+
+    @property
+    def length(self):
+        """Filled positions (read-only: append and reset change it)."""
+        return self._length
+
+    @property
+    def max_len(self):
+        return self.k.shape[2]
+
+    @property
+    def keys(self):
+        return self.k[:, :, :self.length]
+
+    @property
+    def values(self):
+        return self.v[:, :, :self.length]
+
+    def _new(self, x, name):
+        """k or v to append: a float32 / float64 array (or a list of numbers),
+        cast to the cache's dtype; ValueError if a finite float64 value
+        overflows the float32 cache."""
+        op = "KVCache.append"
+        x = as_float_array(x, name, op)
+        if x.dtype != self.k.dtype:
+            with np.errstate(over="ignore"):
+                c = x.astype(self.k.dtype)
+            if c.dtype.itemsize < x.itemsize and not np.array_equal(np.isfinite(c),
+                                                                    np.isfinite(x)):
+                raise ValueError(f"{op}: {name} has values that overflow when cast from "
+                                 f"{x.dtype} to the cache's dtype {self.k.dtype}")
+            x = c
+        return x
+
+    def append(self, k, v):
+        """Append k (batch, kv_heads, T, head_dim) and v (..., T, value_dim);
+        returns the new length. k and v must be float32 or float64 (TypeError
+        naming the dtype otherwise, as every op); they are cast to the cache's
+        dtype. Raises ValueError for wrong shapes and past max_len, and
+        leaves the cache unchanged on any error."""
+        op = "KVCache.append"
+        k = as_float_array(k, "k", op)
+        v = as_float_array(v, "v", op)
+        b, h, _, e = self.k.shape
+        ev = self.v.shape[-1]
+        if k.ndim != 4 or k.shape[:2] != (b, h) or k.shape[3] != e:
+            raise ValueError(f"{op}: k has shape {k.shape}, expected ({b}, {h}, T, {e})")
+        t = k.shape[2]
+        if v.shape != (b, h, t, ev):
+            raise ValueError(f"{op}: v has shape {v.shape}, expected ({b}, {h}, {t}, {ev})")
+        if self.length + t > self.max_len:
+            raise ValueError(f"{op}: {self.length} + {t} positions exceed max_len "
+                             f"{self.max_len}")
+        k = self._new(k, "k")
+        v = self._new(v, "v")
+        self.k[:, :, self.length:self.length + t] = k
+        self.v[:, :, self.length:self.length + t] = v
+        self._length += t
+        return self._length
+
+    def reset(self):
+        self._length = 0
+
+    def attend(self, q, attn_mask=None, is_causal=True, *, scale=None, out=None):
+        """Attention of q (batch, Hq, L, head_dim) over the filled prefix;
+        Hq may be a multiple of kv_heads (GQA). Causal is lower-right aligned:
+        the last query row sees every cached key."""
+        q = np.asarray(q)
+        is_causal = as_flag(is_causal, "is_causal", "KVCache.attend")
+        gqa = q.ndim == 4 and q.shape[1] != self.k.shape[1]
+        return scaled_dot_product_attention(
+            q, self.keys, self.values, attn_mask=attn_mask,
+            is_causal=is_causal and attn_mask is None, scale=scale, enable_gqa=gqa,
+            causal_alignment="lower_right", out=out)

@@ -1,0 +1,128 @@
+/* dispatch.h — the kernel table: every entry the drivers (gemm.c,
+ * attention.c, softmax.c, norm.c, act.c) call, with its contract. cpu.c
+ * fills the table once at load: the portable kernels (kernels/ref/), then
+ * each ISA the CPU supports overrides its entries (kernels/<isa>/table.c).
+ * Adding an ISA = one folder under kernels/ and one block in cpu.c.
+ *
+ * Legend: MR x NR the register tile (config.h); L queries, S keys, E head
+ * dim, Ev value dim; T = float (f32) or double (f64) in every pair below.
+ */
+#ifndef CATTN_DISPATCH_H
+#define CATTN_DISPATCH_H
+
+#include "common.h"
+
+/* ---- the micro-kernel: one strided contract for the GEMM and attention ----
+ *   c[i][j] (= or +=) sum_{p<k} a[p*lak + i*lai] * b[p*ldb + j],  i < MR, j < NR
+ *   a: MR rows by strides (packed A panel: lak = MR, lai = 1; K rows read in
+ *      place: lak = 1, lai = row stride; transposed probabilities: lak = ld, lai = 1)
+ *   b: k rows of NR values, row stride ldb (packed B panel: ldb = NR)
+ *   c: (MR, NR), row stride ldc; acc = 0 writes c without reading it. */
+typedef void (*cattn_ukr_f32_t)(int64_t k, const float *a, int64_t lak, int64_t lai,
+                                const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
+typedef void (*cattn_ukr_f64_t)(int64_t k, const double *a, int64_t lak, int64_t lai,
+                                const double *b, int64_t ldb, double *c, int64_t ldc, int acc);
+
+/* multi-row dot: out[s] = q[0:E] · K[s*rsk : +E] for s < n */
+typedef void (*cattn_dotn_f32_t)(float *out, const float *q, const float *K, int64_t rsk,
+                                 int64_t n, int64_t E);
+typedef void (*cattn_dotn_f64_t)(double *out, const double *q, const double *K, int64_t rsk,
+                                 int64_t n, int64_t E);
+
+/* small-M GEMM with W in (N, K) layout: C[m*ldc + j] = A[m*lda : +K] · W[j*ldw : +K] */
+typedef void (*cattn_gemv_tn_f32_t)(float *C, int64_t ldc, const float *A, int64_t lda,
+                                    int64_t M, const float *W, int64_t ldw, int64_t n, int64_t K);
+typedef void (*cattn_gemv_tn_f64_t)(double *C, int64_t ldc, const double *A, int64_t lda,
+                                    int64_t M, const double *W, int64_t ldw, int64_t n, int64_t K);
+
+/* transposing pack into NR = 16 wide panels (float32; NULL: scalar packing):
+ *   dst[jp][p][j] = src[(jp*16 + j)*ld + p] * scale for rows < rows, 0 up to rows_pad */
+typedef void (*cattn_pack_t16_f32_t)(float *dst, const float *src, int64_t ld, int64_t rows,
+                                     int64_t rows_pad, int64_t k, float scale);
+
+/* ---- row kernels: one contiguous row (or block of columns) on the calling
+ * thread; y may equal x exactly, nothing else may overlap ----
+ *   softmax_row: y[n] = softmax(x[n]) (logsm = 0) or log_softmax (logsm = 1)
+ *   softmax_cols: the same along n rows of w <= CATTN_SMX_COLS_* adjacent
+ *     columns, element (i, j) at x[i*xs + j] / y[i*ys + j]
+ *   layer_norm_row / rms_norm_row: y[n] from x[n], weight / bias (n,) or NULL
+ *   act: y[n] = act(x[n]) for a CATTN_ACT_* code
+ *   exp: y[n] = exp(x[n]); nonpos = 1: the x <= 0 variant (a test hook) */
+typedef void (*cattn_smx_row_f32_t)(float *y, const float *x, int64_t n, int logsm);
+typedef void (*cattn_smx_row_f64_t)(double *y, const double *x, int64_t n, int logsm);
+typedef void (*cattn_smx_cols_f32_t)(float *y, int64_t ys, const float *x, int64_t xs,
+                                     int64_t n, int64_t w, int logsm);
+typedef void (*cattn_smx_cols_f64_t)(double *y, int64_t ys, const double *x, int64_t xs,
+                                     int64_t n, int64_t w, int logsm);
+typedef void (*cattn_ln_row_f32_t)(float *y, const float *x, const float *w,
+                                   const float *b, int64_t n, double eps);
+typedef void (*cattn_ln_row_f64_t)(double *y, const double *x, const double *w,
+                                   const double *b, int64_t n, double eps);
+typedef void (*cattn_rms_row_f32_t)(float *y, const float *x, const float *w,
+                                    int64_t n, double eps);
+typedef void (*cattn_rms_row_f64_t)(double *y, const double *x, const double *w,
+                                    int64_t n, double eps);
+typedef void (*cattn_act_f32_t)(float *y, const float *x, int64_t n, int act);
+typedef void (*cattn_act_f64_t)(double *y, const double *x, int64_t n, int act);
+typedef void (*cattn_vexp_f32_t)(float *y, const float *x, int64_t n, int nonpos);
+typedef void (*cattn_vexp_f64_t)(double *y, const double *x, int64_t n, int nonpos);
+
+/* ---- attention tiles (kernels/attention_tiles_tmpl.h, per ISA and dtype) ----
+ * The driver (attention.c) owns threads and memory; one call's state: */
+typedef struct {
+    const cattn_attn_args *a;   /* the public arguments (cattn.h) */
+    int64_t nblk;               /* kv blocks of bc keys */
+    uint8_t *vflags;            /* (nkv, nblk): bit 0 non-finite V, bit 1 huge V */
+    int64_t nch;                /* decode: key chunks of CATTN_DECODE_CHUNK */
+    void *part;                 /* decode: partials (nkv, nch, rows, 2 + Ev) */
+} cattn_attn_run;
+
+typedef struct {
+    int64_t br, bc;             /* flash tile: queries per task, keys per block */
+    /* scratch of one flash task, in elements */
+    size_t (*task_scratch)(const cattn_attn_args *a);
+    /* flags of kv block b of unit u into vflags */
+    void (*scan_v)(const cattn_attn_run *r, int64_t u, int64_t b);
+    /* query rows [qb*br, +br) of query head uq: O, or W when a->W is set */
+    void (*flash_task)(const cattn_attn_run *r, int64_t uq, int64_t qb, void *work);
+    /* decode: unit u's query rows over key chunk c into the partials;
+     * work: rows x (round_up(E, 16) + CATTN_DECODE_CHUNK) elements */
+    void (*decode_task)(const cattn_attn_run *r, int64_t u, int64_t c, void *work);
+    /* decode: the partials of row `row` of unit u into O; work: Ev doubles */
+    void (*decode_combine)(const cattn_attn_run *r, int64_t u, int64_t row, void *work);
+} cattn_attn_kernels;
+
+typedef struct {
+    const char *name;
+    cattn_ukr_f32_t ukr_f32;
+    cattn_ukr_f64_t ukr_f64;
+    cattn_dotn_f32_t dotn_f32;
+    cattn_dotn_f64_t dotn_f64;
+    cattn_gemv_tn_f32_t gemv_tn_f32;
+    cattn_gemv_tn_f64_t gemv_tn_f64;
+    cattn_pack_t16_f32_t pack_t16_f32;
+    cattn_smx_row_f32_t softmax_row_f32;
+    cattn_smx_row_f64_t softmax_row_f64;
+    cattn_smx_cols_f32_t softmax_cols_f32;
+    cattn_smx_cols_f64_t softmax_cols_f64;
+    cattn_ln_row_f32_t layer_norm_row_f32;
+    cattn_ln_row_f64_t layer_norm_row_f64;
+    cattn_rms_row_f32_t rms_norm_row_f32;
+    cattn_rms_row_f64_t rms_norm_row_f64;
+    cattn_act_f32_t act_f32;
+    cattn_act_f64_t act_f64;
+    cattn_vexp_f32_t exp_f32;
+    cattn_vexp_f64_t exp_f64;
+    cattn_attn_kernels attn_f32;
+    cattn_attn_kernels attn_f64;
+} cattn_dispatch_t;
+
+extern cattn_dispatch_t cattn_kt;
+
+/* each ISA folder's table.c: set that ISA's entries */
+void cattn_kernels_ref(cattn_dispatch_t *kt);
+#ifdef CATTN_X86
+void cattn_kernels_avx2(cattn_dispatch_t *kt);
+#endif
+
+#endif

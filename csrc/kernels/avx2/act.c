@@ -1,0 +1,313 @@
+/* kernels/avx2/act.c — AVX2/FMA elementwise activations (relu, gelu erf form,
+ * gelu tanh form, silu) and the vector exp test hook, float32 and float64.
+ * Compiled with -mavx2 -mfma only; cpu.c selects these at run time.
+ * Not here: the threaded driver (csrc/rows.c) and the portable kernels
+ * (kernels/ref/rows.c, whose comment states the formulas and the values at
+ * infinities).
+ *
+ * GELU, erf form: gelu(x) = x Phi(x), Phi(x) = erfc(-x/sqrt 2)/2. With
+ * a = |x|/sqrt 2 and c = x erfc(a)/2:  x < 0 (or -0): gelu = c;  else gelu = x - c.
+ * erfc(a) = exp(-a^2) P(t) / (1 + 2a), t = (a - K)/(a + K), a polynomial P
+ * fitted (Chebyshev, mpmath) to (1 + 2a) exp(a^2) erfc(a) on [0, amax]
+ * (Shepherd & Laframboise's form: smooth and bounded on [0, inf)).
+ * exp(-a^2) = exp(-x^2/2) uses x^2 = h + l exactly (l = fma(x, x, -h)):
+ * exp(-h/2) (1 - l/2), so the rounding of x^2 (which would be multiplied
+ * by x^2 in the relative error of the tail) never enters.
+ *   float64: K = 4, degree 23 on a in [0, 27.5] (fit error 1.9e-18); |x|
+ *            clamped to 38.5, past which gelu is x or below DBL_MIN.
+ *   float32: computed in double lanes (then x^2 is exact and no split is
+ *            needed), |x| clamped to 14.5, with erfcx(a) = exp(a^2) erfc(a)
+ *            itself as the polynomial in t (K = 3, degree 12 on [0, 10.3],
+ *            2.8e-10 relative): no division by 1 + 2a. Rounded once to
+ *            float, gelu, gelu_tanh and silu are within ~0.5 ulp.
+ * Measured max errors are in tests/test_activations.py.
+ * Every element is computed alone by the same code (tails go through a
+ * padded buffer), so results never depend on position or thread count.
+ */
+#include <math.h>
+#include <string.h>
+#include "../../dispatch.h"
+
+#ifdef CATTN_X86
+#include "kernels.h"
+#include "vexp.h"
+
+/* a constant vector read from memory (4 equal doubles, 32-byte aligned), so
+ * that it folds into the FMA as a memory operand instead of a broadcast the
+ * compiler would hoist and spill: the hot loops stay free of spills */
+#define ACT_K(v) ({ static const double k_[4] __attribute__((aligned(32))) = {v, v, v, v}; \
+                    _mm256_load_pd(k_); })
+
+/* -------------------- double-lane math (float64 and float32) -------------------- */
+
+static inline __m256d act_abs_pd(__m256d x)
+{
+    return _mm256_andnot_pd(_mm256_set1_pd(-0.0), x);
+}
+
+static inline __m256d act_relu_pd(__m256d x)
+{
+    return _mm256_max_pd(_mm256_setzero_pd(), x);
+}
+
+static inline __m256d act_xsigmoid_pd(__m256d xn, __m256d z)
+{
+    const __m256d one = _mm256_set1_pd(1.0);
+    __m256d e = cattn_expneg256_pd(_mm256_sub_pd(_mm256_setzero_pd(), act_abs_pd(z)));
+    __m256d num = _mm256_blendv_pd(one, e, _mm256_cmp_pd(z, _mm256_setzero_pd(), _CMP_LT_OQ));
+    return _mm256_div_pd(_mm256_mul_pd(xn, num), _mm256_add_pd(one, e));
+}
+
+static inline __m256d act_silu_pd(__m256d x)
+{
+    return act_xsigmoid_pd(_mm256_max_pd(_mm256_set1_pd(-800.0), x), x);
+}
+
+static inline __m256d act_gelu_tanh_pd(__m256d x)
+{
+    const __m256d xn = _mm256_max_pd(_mm256_set1_pd(-30.0), x);
+    const __m256d z = _mm256_mul_pd(xn, _mm256_fmadd_pd(_mm256_set1_pd(0.07135481627260025),
+                                                        _mm256_mul_pd(xn, xn),
+                                                        _mm256_set1_pd(1.5957691216057308)));
+    return act_xsigmoid_pd(xn, z);
+}
+
+static const double act_gelu_p64[24] = {
+    0x1.58a12a6de32b3p-30, 0x1.f8e6ce33532f4p-30, -0x1.e45a279d29f94p-27,
+    -0x1.33de9402c1f5dp-26, 0x1.d8f553235570ep-24, 0x1.4093bbdb2244ap-24,
+    -0x1.bb383d84837e4p-21, 0x1.3b7bf198a88ddp-22, 0x1.7f2e89022af89p-18,
+    -0x1.788cb6125d278p-17, -0x1.995a165bfb90ap-16, 0x1.3be068468cff1p-13,
+    -0x1.a1df1d0157977p-13, -0x1.8d4a9c358d161p-11, 0x1.49c672795ae39p-8,
+    -0x1.096238829a103p-6, 0x1.3079edf6afb72p-5, -0x1.0fb06dfe55b64p-4,
+    0x1.7fee004e11047p-4, -0x1.9ddb23c3e88bdp-4, 0x1.16ecefcfa5420p-4,
+    0x1.f7f5df66fd6b2p-7, -0x1.1df1ad154a28fp-3, 0x1.3ba5916e9fd7fp+0,
+};
+
+static inline __m256d act_gelu_pd(__m256d x)
+{
+    const __m256d one = _mm256_set1_pd(1.0), half = _mm256_set1_pd(0.5);
+    const __m256d K = _mm256_set1_pd(4.0), lim = _mm256_set1_pd(38.5);
+    const __m256d xc = _mm256_min_pd(lim, _mm256_max_pd(_mm256_sub_pd(_mm256_setzero_pd(), lim), x));
+    const __m256d h = _mm256_mul_pd(xc, xc);
+    const __m256d l = _mm256_fmsub_pd(xc, xc, h);
+    const __m256d a = _mm256_mul_pd(act_abs_pd(xc), _mm256_set1_pd(0.70710678118654752440));
+    const __m256d d = _mm256_fmadd_pd(_mm256_set1_pd(2.0), a, one);
+    const __m256d t = _mm256_div_pd(_mm256_sub_pd(a, K), _mm256_add_pd(a, K));
+    __m256d p = _mm256_set1_pd(act_gelu_p64[0]);
+    for (int k = 1; k < 24; k++) p = _mm256_fmadd_pd(p, t, _mm256_set1_pd(act_gelu_p64[k]));
+    __m256d c = _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(half, xc), p), d);
+    c = _mm256_mul_pd(c, _mm256_fnmadd_pd(half, l, one));
+    c = _mm256_mul_pd(c, cattn_expneg256_pd(_mm256_mul_pd(_mm256_set1_pd(-0.5), h)));
+    return _mm256_blendv_pd(_mm256_sub_pd(x, c), c, x);      /* sign bit of x: c (-0 -> -0) */
+}
+
+/* float32 data through double lanes: gelu, gelu_tanh and silu of float32
+ * inputs are computed in double (x^2 is then exact) and rounded once, so
+ * they are within 0.5 ulp + ~1e-9 relative of the exact value. Double is
+ * far more than these need: the polynomials are cut to ~1e-10 relative and
+ * evaluated by Estrin's scheme (short dependency chains). */
+
+/* exp(x) for x <= 0 to ~1e-11 relative: the reduction of cattn_exp_core_pd,
+ * then Taylor to r^9 (remainder < 1e-11 on |r| <= ln2/2) */
+static inline __m256d act_expneg9_pd(__m256d x)
+{
+    const __m256d lo = ACT_K(CATTN_EXP_LO_F64);
+    const __m256d magic = ACT_K(6755399441056767.0);     /* 1.5 * 2^52 + 1023 */
+    const __m256d xc = _mm256_max_pd(lo, x);
+    const __m256d t = _mm256_fmadd_pd(xc, ACT_K(1.4426950408889634074), magic);
+    const __m256d n = _mm256_sub_pd(t, magic);
+    __m256d r = _mm256_fnmadd_pd(n, ACT_K(6.93145751953125e-1), xc);
+    r = _mm256_fnmadd_pd(n, ACT_K(1.42860682030941723212e-6), r);
+    const __m256d r2 = _mm256_mul_pd(r, r), r4 = _mm256_mul_pd(r2, r2);
+    const __m256d p01 = _mm256_add_pd(ACT_K(1.0), r);
+    const __m256d p23 = _mm256_fmadd_pd(ACT_K(1.0 / 6), r, ACT_K(0.5));
+    const __m256d p45 = _mm256_fmadd_pd(ACT_K(1.0 / 120), r, ACT_K(1.0 / 24));
+    const __m256d p67 = _mm256_fmadd_pd(ACT_K(1.0 / 5040), r, ACT_K(1.0 / 720));
+    const __m256d p89 = _mm256_fmadd_pd(ACT_K(1.0 / 362880), r, ACT_K(1.0 / 40320));
+    const __m256d q0 = _mm256_fmadd_pd(p23, r2, p01), q1 = _mm256_fmadd_pd(p67, r2, p45);
+    __m256d p = _mm256_fmadd_pd(q1, r4, q0);
+    p = _mm256_fmadd_pd(p89, _mm256_mul_pd(r4, r4), p);
+    const __m256d y = _mm256_mul_pd(p, _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_castpd_si256(t), 52)));
+    return _mm256_and_pd(y, _mm256_cmp_pd(x, lo, _CMP_NLT_UQ));
+}
+
+/* erfcx(a) = exp(a^2) erfc(a) = P(t), t = (a - 3)/(a + 3): degree 12 on
+ * a in [0, 10.3], fit error 1.5e-11 absolute, 2.8e-10 relative; a_0 .. a_12.
+ * (erfcx is smooth in t up to t = 1: it falls like 1/(a sqrt pi).) */
+static const double act_gelu_p32[13][4] __attribute__((aligned(32))) = {
+    {0x1.6e9827d1f0e4ep-3, 0x1.6e9827d1f0e4ep-3, 0x1.6e9827d1f0e4ep-3, 0x1.6e9827d1f0e4ep-3},
+    {-0x1.4e102b9f32ea8p-2, -0x1.4e102b9f32ea8p-2, -0x1.4e102b9f32ea8p-2, -0x1.4e102b9f32ea8p-2},
+    {0x1.f6ff2065e3b3ap-3, 0x1.f6ff2065e3b3ap-3, 0x1.f6ff2065e3b3ap-3, 0x1.f6ff2065e3b3ap-3},
+    {-0x1.336ffb0df3987p-3, -0x1.336ffb0df3987p-3, -0x1.336ffb0df3987p-3, -0x1.336ffb0df3987p-3},
+    {0x1.258b0ca1d067cp-4, 0x1.258b0ca1d067cp-4, 0x1.258b0ca1d067cp-4, 0x1.258b0ca1d067cp-4},
+    {-0x1.8fa5fd8da5915p-6, -0x1.8fa5fd8da5915p-6, -0x1.8fa5fd8da5915p-6, -0x1.8fa5fd8da5915p-6},
+    {0x1.17cbcaebfec48p-8, 0x1.17cbcaebfec48p-8, 0x1.17cbcaebfec48p-8, 0x1.17cbcaebfec48p-8},
+    {0x1.73737c24c7cddp-11, 0x1.73737c24c7cddp-11, 0x1.73737c24c7cddp-11, 0x1.73737c24c7cddp-11},
+    {-0x1.395c37cc03e77p-11, -0x1.395c37cc03e77p-11, -0x1.395c37cc03e77p-11, -0x1.395c37cc03e77p-11},
+    {0x1.65caf5bd922aep-15, 0x1.65caf5bd922aep-15, 0x1.65caf5bd922aep-15, 0x1.65caf5bd922aep-15},
+    {0x1.0d7427b3b05fbp-14, 0x1.0d7427b3b05fbp-14, 0x1.0d7427b3b05fbp-14, 0x1.0d7427b3b05fbp-14},
+    {-0x1.25074c52a9953p-17, -0x1.25074c52a9953p-17, -0x1.25074c52a9953p-17, -0x1.25074c52a9953p-17},
+    {-0x1.aa8ec6629004bp-18, -0x1.aa8ec6629004bp-18, -0x1.aa8ec6629004bp-18, -0x1.aa8ec6629004bp-18},
+};
+
+/* exp(-a2) for a2 in [0, 106] (the GELU tail; no clamp, nothing underflows
+ * there) to ~1e-11 relative: as act_expneg9_pd, Horner form */
+static inline __m256d act_expm9_pd(__m256d a2)
+{
+    const __m256d magic = ACT_K(6755399441056767.0);             /* 1.5 * 2^52 + 1023 */
+    const __m256d t = _mm256_fnmadd_pd(a2, ACT_K(1.4426950408889634074), magic);
+    const __m256d n = _mm256_sub_pd(t, magic);
+    __m256d r = _mm256_fnmsub_pd(n, ACT_K(6.93145751953125e-1), a2);      /* -a2 - n c1 */
+    r = _mm256_fnmadd_pd(n, ACT_K(1.42860682030941723212e-6), r);
+    __m256d p = _mm256_fmadd_pd(ACT_K(1.0 / 362880), r, ACT_K(1.0 / 40320));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0 / 5040));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0 / 720));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0 / 120));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0 / 24));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0 / 6));
+    p = _mm256_fmadd_pd(p, r, ACT_K(0.5));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0));
+    p = _mm256_fmadd_pd(p, r, ACT_K(1.0));
+    return _mm256_mul_pd(p, _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_castpd_si256(t), 52)));
+}
+
+static inline __m256d act_gelu_f32_pd(__m256d x)   /* x: a float32 value */
+{
+    const __m256d K = ACT_K(3.0), lim = ACT_K(14.5);
+    const __m256d xc = _mm256_min_pd(lim, _mm256_max_pd(ACT_K(-14.5), x));
+    const __m256d a = _mm256_mul_pd(act_abs_pd(xc), ACT_K(0.70710678118654752440));
+    const __m256d t = _mm256_div_pd(_mm256_sub_pd(a, K), _mm256_add_pd(a, K));
+    __m256d p = _mm256_fmadd_pd(_mm256_load_pd(act_gelu_p32[12]), t, _mm256_load_pd(act_gelu_p32[11]));
+    for (int k = 10; k >= 0; k--) p = _mm256_fmadd_pd(p, t, _mm256_load_pd(act_gelu_p32[k]));
+    /* c = x/2 erfcx(a) exp(-a^2); a^2 = x^2/2 up to 2^-52 relative (harmless) */
+    const __m256d cc = _mm256_mul_pd(_mm256_mul_pd(_mm256_mul_pd(ACT_K(0.5), xc), p),
+                                     act_expm9_pd(_mm256_mul_pd(a, a)));
+    return _mm256_blendv_pd(_mm256_sub_pd(x, cc), cc, x);      /* sign bit of x: c (-0 -> -0) */
+}
+
+static inline __m256d act_xsigmoid_f32_pd(__m256d xn, __m256d z)
+{
+    const __m256d one = ACT_K(1.0);
+    __m256d e = act_expneg9_pd(_mm256_sub_pd(_mm256_setzero_pd(), act_abs_pd(z)));
+    __m256d num = _mm256_blendv_pd(one, e, _mm256_cmp_pd(z, _mm256_setzero_pd(), _CMP_LT_OQ));
+    return _mm256_div_pd(_mm256_mul_pd(xn, num), _mm256_add_pd(one, e));
+}
+
+static inline __m256d act_silu_f32_pd(__m256d x)
+{
+    return act_xsigmoid_f32_pd(_mm256_max_pd(ACT_K(-200.0), x), x);
+}
+
+static inline __m256d act_gelu_tanh_f32_pd(__m256d x)
+{
+    const __m256d xn = _mm256_max_pd(ACT_K(-30.0), x);
+    const __m256d z = _mm256_mul_pd(xn, _mm256_fmadd_pd(ACT_K(0.07135481627260025),
+                                                        _mm256_mul_pd(xn, xn),
+                                                        ACT_K(1.5957691216057308)));
+    return act_xsigmoid_f32_pd(xn, z);
+}
+
+/* ---------------------------- float32 ---------------------------- */
+
+static inline __m256 act_relu_ps(__m256 x)
+{
+    return _mm256_max_ps(_mm256_setzero_ps(), x);   /* NaN in x: max returns x */
+}
+
+#define ACT_LOOP_PS(F)                                                           \
+    do {                                                                         \
+        int64_t i = 0;                                                           \
+        for (; i + 16 <= n; i += 16) {                                           \
+            __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8); \
+            _mm256_storeu_ps(y + i, F(v0));                                      \
+            _mm256_storeu_ps(y + i + 8, F(v1));                                  \
+        }                                                                        \
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, F(_mm256_loadu_ps(x + i))); \
+        if (i < n) {                                         /* tail */          \
+            float buf[8] __attribute__((aligned(32))) = {0};                     \
+            memcpy(buf, x + i, sizeof(float) * (size_t)(n - i));                 \
+            _mm256_store_ps(buf, F(_mm256_load_ps(buf)));                        \
+            memcpy(y + i, buf, sizeof(float) * (size_t)(n - i));                 \
+        }                                                                        \
+    } while (0)
+
+/* float32 data through a double-lane function F, 4 floats per 128-bit load
+ * and store: no 256-bit insert / extract, and in the GEMM epilogue each load
+ * matches one 16-byte store of the bias loop (a 32-byte load spanning two
+ * such stores would miss store-to-load forwarding) */
+#define ACT_LOOP_PS_VIA_PD(F)                                                    \
+    do {                                                                         \
+        int64_t i = 0;                                                           \
+        for (; i + 16 <= n; i += 16) {                                           \
+            const __m128 a0 = _mm_loadu_ps(x + i), a1 = _mm_loadu_ps(x + i + 4);   \
+            const __m128 a2 = _mm_loadu_ps(x + i + 8), a3 = _mm_loadu_ps(x + i + 12); \
+            const __m256d r0 = F(_mm256_cvtps_pd(a0)), r1 = F(_mm256_cvtps_pd(a1)); \
+            const __m256d r2 = F(_mm256_cvtps_pd(a2)), r3 = F(_mm256_cvtps_pd(a3)); \
+            _mm_storeu_ps(y + i, _mm256_cvtpd_ps(r0));                           \
+            _mm_storeu_ps(y + i + 4, _mm256_cvtpd_ps(r1));                       \
+            _mm_storeu_ps(y + i + 8, _mm256_cvtpd_ps(r2));                       \
+            _mm_storeu_ps(y + i + 12, _mm256_cvtpd_ps(r3));                      \
+        }                                                                        \
+        for (; i + 4 <= n; i += 4)                                               \
+            _mm_storeu_ps(y + i, _mm256_cvtpd_ps(F(_mm256_cvtps_pd(_mm_loadu_ps(x + i))))); \
+        if (i < n) {                                         /* tail */          \
+            float buf[4] __attribute__((aligned(16))) = {0};                     \
+            memcpy(buf, x + i, sizeof(float) * (size_t)(n - i));                 \
+            _mm_store_ps(buf, _mm256_cvtpd_ps(F(_mm256_cvtps_pd(_mm_load_ps(buf))))); \
+            memcpy(y + i, buf, sizeof(float) * (size_t)(n - i));                 \
+        }                                                                        \
+    } while (0)
+
+void cattn_act_avx2_f32(float *y, const float *x, int64_t n, int act)
+{
+    switch (act) {
+    case CATTN_ACT_RELU: ACT_LOOP_PS(act_relu_ps); break;
+    case CATTN_ACT_GELU: ACT_LOOP_PS_VIA_PD(act_gelu_f32_pd); break;
+    case CATTN_ACT_GELU_TANH: ACT_LOOP_PS_VIA_PD(act_gelu_tanh_f32_pd); break;
+    case CATTN_ACT_SILU: ACT_LOOP_PS_VIA_PD(act_silu_f32_pd); break;
+    default: if (y != x) memmove(y, x, sizeof(float) * (size_t)n); break;
+    }
+}
+
+void cattn_exp_avx2_f32(float *y, const float *x, int64_t n, int nonpos)
+{
+    if (nonpos) ACT_LOOP_PS(cattn_expneg256_ps);
+    else ACT_LOOP_PS(cattn_exp256_ps);
+}
+
+/* ---------------------------- float64 ---------------------------- */
+
+#define ACT_LOOP_PD(F)                                                           \
+    do {                                                                         \
+        int64_t i = 0;                                                           \
+        for (; i + 8 <= n; i += 8) {                                             \
+            __m256d v0 = _mm256_loadu_pd(x + i), v1 = _mm256_loadu_pd(x + i + 4); \
+            _mm256_storeu_pd(y + i, F(v0));                                      \
+            _mm256_storeu_pd(y + i + 4, F(v1));                                  \
+        }                                                                        \
+        for (; i + 4 <= n; i += 4) _mm256_storeu_pd(y + i, F(_mm256_loadu_pd(x + i))); \
+        if (i < n) {                                         /* tail */          \
+            double buf[4] __attribute__((aligned(32))) = {0};                    \
+            memcpy(buf, x + i, sizeof(double) * (size_t)(n - i));                \
+            _mm256_store_pd(buf, F(_mm256_load_pd(buf)));                        \
+            memcpy(y + i, buf, sizeof(double) * (size_t)(n - i));                \
+        }                                                                        \
+    } while (0)
+
+void cattn_act_avx2_f64(double *y, const double *x, int64_t n, int act)
+{
+    switch (act) {
+    case CATTN_ACT_RELU: ACT_LOOP_PD(act_relu_pd); break;
+    case CATTN_ACT_GELU: ACT_LOOP_PD(act_gelu_pd); break;
+    case CATTN_ACT_GELU_TANH: ACT_LOOP_PD(act_gelu_tanh_pd); break;
+    case CATTN_ACT_SILU: ACT_LOOP_PD(act_silu_pd); break;
+    default: if (y != x) memmove(y, x, sizeof(double) * (size_t)n); break;
+    }
+}
+
+void cattn_exp_avx2_f64(double *y, const double *x, int64_t n, int nonpos)
+{
+    if (nonpos) ACT_LOOP_PD(cattn_expneg256_pd);
+    else ACT_LOOP_PD(cattn_exp256_pd);
+}
+#endif

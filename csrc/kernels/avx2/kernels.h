@@ -1,0 +1,39 @@
+/* kernels/avx2/kernels.h — the AVX2/FMA kernels' entries (contracts in
+ * dispatch.h); table.c puts them in the dispatch table. */
+#ifndef CATTN_AVX2_KERNELS_H
+#define CATTN_AVX2_KERNELS_H
+
+#include "../../dispatch.h"
+
+void cattn_ukr_avx2_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
+                       const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
+void cattn_ukr_avx2_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
+                       const double *b, int64_t ldb, double *c, int64_t ldc, int acc);
+void cattn_dotn_avx2_f32(float *out, const float *q, const float *K, int64_t rsk, int64_t n, int64_t E);
+void cattn_dotn_avx2_f64(double *out, const double *q, const double *K, int64_t rsk, int64_t n, int64_t E);
+void cattn_gemv_tn_avx2_f32(float *C, int64_t ldc, const float *A, int64_t lda, int64_t M,
+                           const float *W, int64_t ldw, int64_t n, int64_t K);
+void cattn_gemv_tn_avx2_f64(double *C, int64_t ldc, const double *A, int64_t lda, int64_t M,
+                           const double *W, int64_t ldw, int64_t n, int64_t K);
+void cattn_softmax_row_avx2_f32(float *y, const float *x, int64_t n, int logsm);
+void cattn_softmax_row_avx2_f64(double *y, const double *x, int64_t n, int logsm);
+void cattn_softmax_cols_avx2_f32(float *y, int64_t ys, const float *x, int64_t xs,
+                                int64_t n, int64_t w, int logsm);
+void cattn_softmax_cols_avx2_f64(double *y, int64_t ys, const double *x, int64_t xs,
+                                int64_t n, int64_t w, int logsm);
+void cattn_layer_norm_row_avx2_f32(float *y, const float *x, const float *w,
+                                  const float *b, int64_t n, double eps);
+void cattn_layer_norm_row_avx2_f64(double *y, const double *x, const double *w,
+                                  const double *b, int64_t n, double eps);
+void cattn_rms_norm_row_avx2_f32(float *y, const float *x, const float *w, int64_t n, double eps);
+void cattn_rms_norm_row_avx2_f64(double *y, const double *x, const double *w, int64_t n, double eps);
+void cattn_act_avx2_f32(float *y, const float *x, int64_t n, int act);
+void cattn_act_avx2_f64(double *y, const double *x, int64_t n, int act);
+void cattn_exp_avx2_f32(float *y, const float *x, int64_t n, int nonpos);
+void cattn_exp_avx2_f64(double *y, const double *x, int64_t n, int nonpos);
+extern const cattn_attn_kernels cattn_attn_avx2_f32;
+extern const cattn_attn_kernels cattn_attn_avx2_f64;
+void cattn_pack_t16_avx2_f32(float *dst, const float *src, int64_t ld, int64_t rows,
+                             int64_t rows_pad, int64_t k, float scale);
+
+#endif

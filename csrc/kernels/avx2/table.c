@@ -1,0 +1,32 @@
+/* kernels/avx2/table.c — the AVX2/FMA path: every entry it overrides (all of them). */
+#include "../../dispatch.h"
+
+#ifdef CATTN_X86
+#include "kernels.h"
+
+void cattn_kernels_avx2(cattn_dispatch_t *kt)
+{
+    kt->name = "avx2";
+    kt->ukr_f32 = cattn_ukr_avx2_f32;
+    kt->ukr_f64 = cattn_ukr_avx2_f64;
+    kt->dotn_f32 = cattn_dotn_avx2_f32;
+    kt->dotn_f64 = cattn_dotn_avx2_f64;
+    kt->gemv_tn_f32 = cattn_gemv_tn_avx2_f32;
+    kt->gemv_tn_f64 = cattn_gemv_tn_avx2_f64;
+    kt->pack_t16_f32 = cattn_pack_t16_avx2_f32;
+    kt->softmax_row_f32 = cattn_softmax_row_avx2_f32;
+    kt->softmax_row_f64 = cattn_softmax_row_avx2_f64;
+    kt->softmax_cols_f32 = cattn_softmax_cols_avx2_f32;
+    kt->softmax_cols_f64 = cattn_softmax_cols_avx2_f64;
+    kt->layer_norm_row_f32 = cattn_layer_norm_row_avx2_f32;
+    kt->layer_norm_row_f64 = cattn_layer_norm_row_avx2_f64;
+    kt->rms_norm_row_f32 = cattn_rms_norm_row_avx2_f32;
+    kt->rms_norm_row_f64 = cattn_rms_norm_row_avx2_f64;
+    kt->act_f32 = cattn_act_avx2_f32;
+    kt->act_f64 = cattn_act_avx2_f64;
+    kt->exp_f32 = cattn_exp_avx2_f32;
+    kt->exp_f64 = cattn_exp_avx2_f64;
+    kt->attn_f32 = cattn_attn_avx2_f32;
+    kt->attn_f64 = cattn_attn_avx2_f64;
+}
+#endif

@@ -1,0 +1,37 @@
+/* kernels/ref/kernels.h — the portable kernels' entries (contracts in
+ * dispatch.h); table.c puts them in the dispatch table. */
+#ifndef CATTN_REF_KERNELS_H
+#define CATTN_REF_KERNELS_H
+
+#include "../../dispatch.h"
+
+void cattn_ukr_ref_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
+                       const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
+void cattn_ukr_ref_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
+                       const double *b, int64_t ldb, double *c, int64_t ldc, int acc);
+void cattn_dotn_ref_f32(float *out, const float *q, const float *K, int64_t rsk, int64_t n, int64_t E);
+void cattn_dotn_ref_f64(double *out, const double *q, const double *K, int64_t rsk, int64_t n, int64_t E);
+void cattn_gemv_tn_ref_f32(float *C, int64_t ldc, const float *A, int64_t lda, int64_t M,
+                           const float *W, int64_t ldw, int64_t n, int64_t K);
+void cattn_gemv_tn_ref_f64(double *C, int64_t ldc, const double *A, int64_t lda, int64_t M,
+                           const double *W, int64_t ldw, int64_t n, int64_t K);
+void cattn_softmax_row_ref_f32(float *y, const float *x, int64_t n, int logsm);
+void cattn_softmax_row_ref_f64(double *y, const double *x, int64_t n, int logsm);
+void cattn_softmax_cols_ref_f32(float *y, int64_t ys, const float *x, int64_t xs,
+                                int64_t n, int64_t w, int logsm);
+void cattn_softmax_cols_ref_f64(double *y, int64_t ys, const double *x, int64_t xs,
+                                int64_t n, int64_t w, int logsm);
+void cattn_layer_norm_row_ref_f32(float *y, const float *x, const float *w,
+                                  const float *b, int64_t n, double eps);
+void cattn_layer_norm_row_ref_f64(double *y, const double *x, const double *w,
+                                  const double *b, int64_t n, double eps);
+void cattn_rms_norm_row_ref_f32(float *y, const float *x, const float *w, int64_t n, double eps);
+void cattn_rms_norm_row_ref_f64(double *y, const double *x, const double *w, int64_t n, double eps);
+void cattn_act_ref_f32(float *y, const float *x, int64_t n, int act);
+void cattn_act_ref_f64(double *y, const double *x, int64_t n, int act);
+void cattn_exp_ref_f32(float *y, const float *x, int64_t n, int nonpos);
+void cattn_exp_ref_f64(double *y, const double *x, int64_t n, int nonpos);
+extern const cattn_attn_kernels cattn_attn_ref_f32;
+extern const cattn_attn_kernels cattn_attn_ref_f64;
+
+#endif

@@ -1,0 +1,28 @@
+/* kernels/ref/table.c — the portable path: every entry of the table. */
+#include "kernels.h"
+
+void cattn_kernels_ref(cattn_dispatch_t *kt)
+{
+    kt->name = "portable";
+    kt->ukr_f32 = cattn_ukr_ref_f32;
+    kt->ukr_f64 = cattn_ukr_ref_f64;
+    kt->dotn_f32 = cattn_dotn_ref_f32;
+    kt->dotn_f64 = cattn_dotn_ref_f64;
+    kt->gemv_tn_f32 = cattn_gemv_tn_ref_f32;
+    kt->gemv_tn_f64 = cattn_gemv_tn_ref_f64;
+    kt->pack_t16_f32 = NULL;                       /* the driver's scalar packing */
+    kt->softmax_row_f32 = cattn_softmax_row_ref_f32;
+    kt->softmax_row_f64 = cattn_softmax_row_ref_f64;
+    kt->softmax_cols_f32 = cattn_softmax_cols_ref_f32;
+    kt->softmax_cols_f64 = cattn_softmax_cols_ref_f64;
+    kt->layer_norm_row_f32 = cattn_layer_norm_row_ref_f32;
+    kt->layer_norm_row_f64 = cattn_layer_norm_row_ref_f64;
+    kt->rms_norm_row_f32 = cattn_rms_norm_row_ref_f32;
+    kt->rms_norm_row_f64 = cattn_rms_norm_row_ref_f64;
+    kt->act_f32 = cattn_act_ref_f32;
+    kt->act_f64 = cattn_act_ref_f64;
+    kt->exp_f32 = cattn_exp_ref_f32;
+    kt->exp_f64 = cattn_exp_ref_f64;
+    kt->attn_f32 = cattn_attn_ref_f32;
+    kt->attn_f64 = cattn_attn_ref_f64;
+}

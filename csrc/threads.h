@@ -1,0 +1,59 @@
+/* threads.h — OpenMP in one place: the directive macro, thread ids, and
+ * the thread policy of the row-wise kernels (softmax.c, norm.c, act.c).
+ * Every split here is by fixed rows or chunks: which thread computes a
+ * value never changes it, so results are bitwise identical for any count.
+ */
+#ifndef CATTN_THREADS_H
+#define CATTN_THREADS_H
+
+#include "common.h"
+
+/* an OpenMP directive inside a macro or template; nothing without OpenMP */
+#ifdef _OPENMP
+#include <omp.h>
+#define CATTN_OMP(...) _Pragma(#__VA_ARGS__)
+#define CATTN_TID() omp_get_thread_num()
+#define CATTN_NT() omp_get_num_threads()
+#else
+#define CATTN_OMP(...)
+#define CATTN_TID() 0
+#define CATTN_NT() 1
+#endif
+
+/* Threads for a row-wise pass over `elems` elements: 1 below
+ * CATTN_ROWS_MIN_PER_THREAD elements per thread (fork/join would dominate). */
+static inline int cattn_rows_threads(int64_t elems, int n_threads)
+{
+#ifdef _OPENMP
+    int64_t nt = elems / CATTN_ROWS_MIN_PER_THREAD;
+    if (nt > n_threads) nt = n_threads;
+    return nt < 1 ? 1 : (int)nt;
+#else
+    (void)elems; (void)n_threads;
+    return 1;
+#endif
+}
+
+/* Rows handed out dynamically, ~CATTN_ROWS_CHUNK elements at a time, so a
+ * thread that loses its core (shared machines) does not hold the others up. */
+static inline int64_t cattn_rows_chunk(int64_t n)
+{
+    return n >= CATTN_ROWS_CHUNK ? 1 : CATTN_ROWS_CHUNK / (n > 0 ? n : 1);
+}
+
+/* Threads for work of `amount` units when each thread should get at least
+ * `min_per_thread`, at most `tasks` and `n_threads`. */
+static inline int cattn_threads_for(double amount, double min_per_thread, int64_t tasks,
+                                    int n_threads)
+{
+#ifdef _OPENMP
+    int64_t nt = (int64_t)(amount / min_per_thread) + 1;
+    nt = cattn_min64(nt, cattn_min64(tasks, n_threads));
+    return nt < 1 ? 1 : (int)nt;
+#else
+    (void)amount; (void)min_per_thread; (void)tasks; (void)n_threads;
+    return 1;
+#endif
+}
+
+#endif

@@ -1,0 +1,65 @@
+"""Every op test module on every kernel path.
+
+This session runs on one kernel path (the best the CPU has, or the one an
+environment variable forces); test_op_modules_on_path re-runs OP_MODULES in
+one fresh interpreter per other path (the kernel table is chosen once per
+process), with that path forced. The paths are cattn_testing.paths.PATHS;
+OP_MODULES is the one list of modules re-run.
+
+A session forced onto a path (CI's sanitizer stage: CATTN_FORCE_PORTABLE=1)
+covers that one path and re-runs nothing. Torch parity tests are deselected
+in the re-run (they repeat the reference comparisons), and with
+HYPOTHESIS_PROFILE=long so are the property modules: long runs are started
+once per path (`CATTN_FORCE_PORTABLE=1 HYPOTHESIS_PROFILE=long pytest
+tests/test_properties_*.py`).
+"""
+import os
+
+import pytest
+
+import cattn
+from cattn_testing.paths import PATHS, forced_by, kernel_path, run_pytest, run_python
+
+OP_MODULES = [
+    "test_matmul.py", "test_linear.py",
+    "test_vexp.py", "test_softmax.py", "test_norm.py", "test_activations.py",
+    "test_attention.py", "test_kvcache.py", "test_attention_numerics.py",
+    "test_unaligned.py", "test_errors.py",
+    "test_properties_gemm.py", "test_properties_rows.py",
+    "test_properties_attention.py", "test_properties_api.py",
+]
+
+PRINT_PATH = "import cattn; print(cattn._ext.kernel_path())"
+
+
+def _modules():
+    if os.environ.get("HYPOTHESIS_PROFILE") == "long":
+        return [m for m in OP_MODULES if not m.startswith("test_properties_")]
+    return OP_MODULES
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_op_modules_on_path(path):
+    if forced_by():
+        pytest.skip(f"this session is forced onto one kernel path ({forced_by()})")
+    if path == kernel_path():
+        pytest.skip(f"this session runs on the {path} path")
+    if not PATHS[path].available():
+        pytest.skip(f"this CPU has no {path} kernels")
+    if PATHS[path].force_env is None:
+        pytest.skip(f"no variable forces the {path} path yet (it runs as the default)")
+    out = run_pytest(path, _modules())
+    assert " passed" in out
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_forcing_selects_the_path(path):
+    if not PATHS[path].available() or PATHS[path].force_env is None:
+        pytest.skip(f"the {path} path cannot be forced here")
+    assert run_python(PRINT_PATH, **PATHS[path].force_env).strip() == path
+
+
+def test_default_kernel_path_is_the_best_the_cpu_has():
+    expect = "avx2" if cattn._ext.cpu_has_avx2_fma() else "portable"
+    assert run_python(PRINT_PATH, CATTN_FORCE_PORTABLE="0").strip() == expect
+    assert run_python(PRINT_PATH, CATTN_FORCE_PORTABLE="").strip() == expect
