@@ -22,6 +22,9 @@ Models (cattn.models) are built from these classes, never beside them.
 Shape legend (batch_first=True, the default here; torch defaults to False):
     B batch, L target (query) length, S source (key) length,
     E embed dim (d_model), H heads, D = E // H head dim, F feed-forward dim,
+    (one legend with the ops: below the layers there is no model dim, so the
+    ops and kernels call a head's dim E, the letter of their last axis; a
+    layer's (B, H, L, D) head view is what cattn.ops sees as (B, H, L, E)),
     T real (non-padding) tokens of a padded batch (the token rows (T, E)).
 Activations are (B, L, E); with batch_first=False they are (L, B, E), as in
 torch. Unbatched (L, E) inputs are accepted by MultiheadAttention.
@@ -57,8 +60,8 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ._validate import (FLOAT_DTYPES as _FLOATS, INTP_MAX, as_flag, as_int, as_real, check_size,
-                        native, physical_memory, readable, show)
+from ._validate import (FLOAT_DTYPES as _FLOATS, INTP_MAX, as_flag, as_float_dtype, as_int,
+                        as_real, check_size, native, physical_memory, readable, show)
 from .ops.attention import KVCache, attention_weights, scaled_dot_product_attention
 from .ops.rows import layer_norm
 from .ops.gemm import ACTIVATIONS, linear, matmul
@@ -89,16 +92,6 @@ class StateDictKeyError(KeyError):
 def _rng(seed):
     """np.random.Generator from None, an int, or a Generator (used as is)."""
     return np.random.default_rng(seed)
-
-
-def _module_dtype(dtype, owner):
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{owner}: dtype {dtype!r} is not a NumPy dtype") from None
-    if dt not in _FLOATS:
-        raise TypeError(f"{owner}: dtype {dt} not supported; use float32 or float64")
-    return dt
 
 
 def _positive_int(n, name, owner):
@@ -390,7 +383,7 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True, *, dtype=np.float32, seed=None):
         super().__init__()
-        dtype = _module_dtype(dtype, "Linear")
+        dtype = as_float_dtype(dtype, "Linear")
         in_features = as_int(in_features, "in_features", "Linear")
         out_features = as_int(out_features, "out_features", "Linear")
         rng = _rng(seed)
@@ -417,7 +410,7 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-5, bias=True, *, dtype=np.float32):
         super().__init__()
-        dtype = _module_dtype(dtype, "LayerNorm")
+        dtype = as_float_dtype(dtype, "LayerNorm")
         n = normalized_shape
         if isinstance(n, (tuple, list)):
             if len(n) != 1:
@@ -447,7 +440,7 @@ class Embedding(Module):
                  seed=None):
         super().__init__()
         owner = "Embedding"
-        dtype = _module_dtype(dtype, owner)
+        dtype = as_float_dtype(dtype, owner)
         n = _positive_int(num_embeddings, "num_embeddings", owner)
         d = _positive_int(embedding_dim, "embedding_dim", owner)
         if padding_idx is not None:
@@ -609,7 +602,7 @@ class MultiheadAttention(Module):
         H = _positive_int(num_heads, "num_heads", owner)
         if E % H:
             raise ValueError(f"{owner}: embed_dim={E} is not divisible by num_heads={H}")
-        self.dtype = dtype = _module_dtype(dtype, owner)
+        self.dtype = dtype = as_float_dtype(dtype, owner)
         self.embed_dim, self.num_heads, self.head_dim = E, H, E // H
         self.kdim = E if kdim is None else _positive_int(kdim, "kdim", owner)
         self.vdim = E if vdim is None else _positive_int(vdim, "vdim", owner)
@@ -856,7 +849,7 @@ class TransformerEncoderLayer(Module):
                  dtype=np.float32, seed=None):
         super().__init__()
         owner = type(self).__name__
-        self.dtype = _module_dtype(dtype, owner)
+        self.dtype = as_float_dtype(dtype, owner)
         self.activation = _check_activation(activation, owner)
         self.dropout = _check_dropout(dropout, owner)
         self.norm_first, self.batch_first = bool(norm_first), bool(batch_first)
@@ -934,7 +927,7 @@ class TransformerDecoderLayer(Module):
                  dtype=np.float32, seed=None):
         super().__init__()
         owner = type(self).__name__
-        self.dtype = _module_dtype(dtype, owner)
+        self.dtype = as_float_dtype(dtype, owner)
         self.activation = _check_activation(activation, owner)
         self.dropout = _check_dropout(dropout, owner)
         self.norm_first, self.batch_first = bool(norm_first), bool(batch_first)
@@ -1088,7 +1081,7 @@ class PositionalEncoding(Module):
         super().__init__()
         d = _positive_int(d_model, "d_model", "PositionalEncoding")
         n = _positive_int(max_len, "max_len", "PositionalEncoding")
-        self.dtype = _module_dtype(dtype, "PositionalEncoding")
+        self.dtype = as_float_dtype(dtype, "PositionalEncoding")
         check_size((n, d), self.dtype, "PositionalEncoding", f"the table (max_len={show(n)}, "
                    f"d_model={show(d)})", eager=True, extra_bytes_per_item=8)  # + float64 temp
         self.batch_first = bool(batch_first)
@@ -1219,7 +1212,7 @@ class DecoderOnly(Module):
     def __init__(self, d_model, nhead, num_layers, dim_feedforward=None, activation="gelu_tanh",
                  layer_norm_eps=1e-5, bias=True, *, rotary=False, dtype=np.float32, seed=None):
         super().__init__()
-        self.dtype = _module_dtype(dtype, "DecoderOnly")
+        self.dtype = as_float_dtype(dtype, "DecoderOnly")
         n = _positive_int(num_layers, "num_layers", "DecoderOnly")
         ff = 4 * d_model if dim_feedforward is None else dim_feedforward
         rng = _rng(seed)

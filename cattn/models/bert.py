@@ -33,7 +33,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from .. import nn
-from .._validate import as_int, as_real
+from .._validate import as_float_dtype, as_int, as_real
 
 
 @dataclass
@@ -167,9 +167,7 @@ class BertModel(nn.Module):
 
     def __init__(self, config, weights, dtype=np.float32):
         super().__init__()
-        dtype = np.dtype(dtype)
-        if dtype not in (np.float32, np.float64):
-            raise TypeError(f"BertModel: dtype {dtype} not supported; use float32 or float64")
+        dtype = as_float_dtype(dtype, "BertModel")
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
         config.validate()
