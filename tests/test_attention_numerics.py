@@ -30,7 +30,7 @@ def _const_rows(S, row, dtype):
 
 
 @pytest.mark.parametrize("L", PATHS)
-@pytest.mark.parametrize("S", [2**18 + 3, 2**25 + 5])
+@pytest.mark.parametrize("S", [2**18 + 3, pytest.param(2**25 + 5, marks=pytest.mark.slow)])
 def test_long_context_constant_values(L, S):
     """Every key alike: uniform weights 1/S, the output is exactly V's row."""
     vrow = [3.0, -1.5, 1e-3, 7.25]
