@@ -16,6 +16,8 @@ except ImportError as _e:   # an unbuilt source tree (e.g. the repo root on sys.
         "unbuilt source tree, found first on sys.path. Install cattn (`pip install .`) "
         "and run from another directory, or build it in place with "
         "`python setup.py build_ext --inplace`.") from _e
+if _ext.isa_error():       # CATTN_ISA named a path this build or CPU lacks
+    raise ImportError(_ext.isa_error())
 from ._threads import get_num_threads, num_threads, set_num_threads
 from .ops import (KVCache, attention_weights, gelu, layer_norm, linear, log_softmax, matmul, relu,
                   rms_norm, scaled_dot_product_attention, silu, softmax)

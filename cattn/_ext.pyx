@@ -5,8 +5,8 @@ the GIL released while C runs, C status codes turned into exceptions.
 Callers (cattn/ops/: gemm.py, attention.py, rows.py) have already validated
 dtypes, shapes and strides; every function here takes arrays whose data is
 aligned and whose element strides are passed explicitly (in elements).
-One file per concern is included at the end (_gemm.pxi, _attention.pxi,
-_rows.pxi). The C constants Python needs are exported once from here:
+One file per concern is included at the end (_cpu.pxi, _gemm.pxi,
+_attention.pxi, _rows.pxi). The C constants Python needs are exported once from here:
 ACT_CODES (activations) and MASK_KINDS (attention masks).
 """
 cimport numpy as cnp
@@ -26,8 +26,7 @@ cdef extern from "cattn.h" nogil:
     int CATTN_ACT_NONE, CATTN_ACT_RELU, CATTN_ACT_GELU, CATTN_ACT_GELU_TANH, CATTN_ACT_SILU
 
 cdef extern from "config.h":
-    int CATTN_MR_F32, CATTN_NR_F32, CATTN_KC_F32, CATTN_MC_F32, CATTN_NC_F32
-    int CATTN_MR_F64, CATTN_NR_F64, CATTN_KC_F64, CATTN_MC_F64, CATTN_NC_F64
+    int CATTN_MR_F32, CATTN_NR_F32, CATTN_MR_F64, CATTN_NR_F64
 
 cattn_init()
 
@@ -38,11 +37,12 @@ ACT_CODES = {"none": CATTN_ACT_NONE, "relu": CATTN_ACT_RELU, "gelu": CATTN_ACT_G
 
 
 def block_sizes():
-    """GEMM block sizes from csrc/config.h."""
-    return {"f32 MRxNR": f"{CATTN_MR_F32}x{CATTN_NR_F32}",
-            "f32 MC,KC,NC": f"{CATTN_MC_F32},{CATTN_KC_F32},{CATTN_NC_F32}",
-            "f64 MRxNR": f"{CATTN_MR_F64}x{CATTN_NR_F64}",
-            "f64 MC,KC,NC": f"{CATTN_MC_F64},{CATTN_KC_F64},{CATTN_NC_F64}"}
+    """GEMM block sizes in use (derived from this CPU's caches), as text."""
+    out = {}
+    for t, b in gemm_blocks().items():
+        out[f"{t} MRxNR"] = f"{b['MR']}x{b['NR']}"
+        out[f"{t} MC,KC,NC"] = f"{b['MC']},{b['KC']},{b['NC']}"
+    return out
 
 
 cdef inline int _check(int status) except -1:
@@ -75,6 +75,7 @@ def compiler():
     return cattn_compiler().decode()
 
 
+include "_cpu.pxi"
 include "_gemm.pxi"
 include "_attention.pxi"
 include "_rows.pxi"

@@ -24,10 +24,16 @@
 #define CATTN_ACT_SILU 4
 
 /* ---- cpu.c: feature detection and kernel dispatch ---- */
-/* Fills the dispatch table once (idempotent). Honours CATTN_FORCE_PORTABLE=1. */
+/* Fills the dispatch table once (idempotent). Honours CATTN_ISA=<path> and
+ * CATTN_FORCE_PORTABLE=1. */
 void cattn_init(void);
 /* Name of the selected path: "avx2" or "portable". */
 const char *cattn_kernel_path(void);
+/* Why CATTN_ISA could not be honoured (the portable path runs then), or NULL. */
+const char *cattn_isa_error(void);
+/* Comma-separated kernel paths: of this build / that this CPU runs, best first. */
+const char *cattn_built_paths(void);
+const char *cattn_available_paths(void);
 int cattn_cpu_has_avx2_fma(void);
 int cattn_have_openmp(void);
 int cattn_omp_max_threads(void);

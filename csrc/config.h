@@ -7,7 +7,8 @@
  *   MC rows of A      (ic loop; packed A block MC x KC lives in L2)
  *   NR, MR            (jr, ir loops; the micro-kernel's register tile)
  * The accumulation order over K depends on KC only, never on the thread
- * count or on MC / NC, which is what keeps results bitwise reproducible.
+ * count, the row count or MC / NC, which is what keeps results bitwise
+ * reproducible (and a row's result independent of the other rows).
  */
 #ifndef CATTN_CONFIG_H
 #define CATTN_CONFIG_H
@@ -19,13 +20,15 @@
 #define CATTN_MR_F64 6
 #define CATTN_NR_F64 8
 
-#define CATTN_KC_F32 256
-#define CATTN_MC_F32 144
-#define CATTN_NC_F32 4080
-
-#define CATTN_KC_F64 256
-#define CATTN_MC_F64 96
-#define CATTN_NC_F64 2040
+/* KC, MC, NC are derived at run time from the CPU's caches (cpuinfo.h:
+ * cattn_gemm_blocks_for; `cattn info` shows them) within these bounds.
+ * KC fixes the order of the sums over K: capped at 256 so every CPU with a
+ * 32 KiB or larger L1d (every x86-64 CPU since 2008) sums in the same
+ * order, and a result is the same bits on any machine of one kernel path.
+ * MC and NC only move work between loops: they never change a result. */
+#define CATTN_KC_MAX 256
+#define CATTN_MC_MAX 480
+#define CATTN_NC_MAX 8192
 
 /* Up to this many rows of A, a GEMM with a transposed B (linear layers)
  * packs B one (KC x GEMV_CHUNK) block at a time instead of a whole KC x NC

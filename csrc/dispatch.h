@@ -11,6 +11,7 @@
 #define CATTN_DISPATCH_H
 
 #include "common.h"
+#include "cpuinfo.h"
 
 /* ---- the micro-kernel: one strided contract for the GEMM and attention ----
  *   c[i][j] (= or +=) sum_{p<k} a[p*lak + i*lai] * b[p*ldb + j],  i < MR, j < NR
@@ -33,10 +34,12 @@ typedef void (*cattn_dotn_f64_t)(double *out, const double *q, const double *K, 
  * path's order (float32; NULL: the driver packs W and runs the micro-kernel):
  *   c[i*ldc + j] = sum over KC blocks, in order, of the block's FMA chain
  *                  sum_{p in block} at[p*mp + i] * w[j*ldw + p]
- * for i < mp, j < n. at: A^T, (K, mp), mp 1 or a multiple of 8 (zero past M).
+ * for i < mp, j < n, K blocks of kc (the GEMM's KC). at: A^T, (K, mp), mp 1
+ * or a multiple of 8 (zero past M).
  * Each c equals what the micro-kernel gives on packed panels, bit for bit. */
 typedef void (*cattn_rows_tn_f32_t)(float *c, int64_t ldc, const float *at, int64_t mp,
-                                    const float *w, int64_t ldw, int64_t n, int64_t K);
+                                    const float *w, int64_t ldw, int64_t n, int64_t K,
+                                    int64_t kc);
 
 /* transposing pack into NR = 16 wide panels (float32; NULL: scalar packing):
  *   dst[jp][p][j] = src[(jp*16 + j)*ld + p] * scale for rows < rows, 0 up to rows_pad */
@@ -97,6 +100,7 @@ typedef struct {
 
 typedef struct {
     const char *name;
+    cattn_gemm_blocks gemm_f32, gemm_f64;   /* KC, MC, NC for this CPU (cpuinfo.h) */
     cattn_ukr_f32_t ukr_f32;
     cattn_ukr_f64_t ukr_f64;
     cattn_dotn_f32_t dotn_f32;

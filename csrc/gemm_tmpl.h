@@ -107,7 +107,7 @@ static void FN(gemm_macro)(const FN(gemm_args) *g, T *C, const T *pa, const T *p
          * gathered into one contiguous buffer so the bias and activation
          * run as one long vector pass, not one call per 16-value tile row */
         if (epilogue) {
-            T pbuf[MC * NR] __attribute__((aligned(CATTN_ALIGN)));
+            T pbuf[CATTN_MC_MAX * NR] __attribute__((aligned(CATTN_ALIGN)));
             const T *bj = bias ? bias + j : NULL;
             for (int64_t ii = 0; ii < mc; ii++)
                 for (int64_t jj = 0; jj < nr; jj++)
@@ -215,7 +215,7 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, const T *a, int64
     const int64_t n = cattn_min64(GEMV_CHUNK, g->N - j0), npan = cattn_cdiv(n, NR);
     const int64_t M = g->M, K = g->K;
     if (ROWS_TN) {
-        ROWS_TN(tmp, GEMV_LD, a, MP, g->B + j0 * g->csb, g->csb, n, K);
+        ROWS_TN(tmp, GEMV_LD, a, MP, g->B + j0 * g->csb, g->csb, n, K, KC);
     } else {
         for (int64_t pc = 0; pc < K; pc += KC) {                   /* pc */
             const int64_t kc = cattn_min64(KC, K - pc);

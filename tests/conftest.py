@@ -23,7 +23,20 @@ if _unbuilt_source_package(_ROOT):
 
 import cattn  # noqa: E402
 import cattn._threads  # noqa: E402
-from cattn_testing.paths import EXPECT_PATH_VARIABLE  # noqa: E402
+from cattn_testing.paths import EXPECT_PATH_VARIABLE, PATHS  # noqa: E402
+
+
+def pytest_report_header(config):
+    """Which kernel paths this run covers, and which it cannot (the CPU or
+    the build lacks them): tests/test_kernel_paths.py re-runs the op tests
+    on every other path this CPU runs."""
+    cpu = cattn._ext.cpu_info()
+    runs = [p for p in PATHS if PATHS[p].available()]
+    lacks = [p for p in PATHS if not PATHS[p].available()]
+    return [f"cattn: {cpu['brand'] or cpu['vendor']} (family {cpu['family']}, model "
+            f"{cpu['model']}); kernel path of this session: {cattn._ext.kernel_path()}; "
+            f"paths this CPU runs: {', '.join(runs)}; skipped, the CPU or build lacks them: "
+            f"{', '.join(lacks) or 'none'}; no AVX-512 kernels exist yet"]
 
 
 def pytest_sessionstart(session):

@@ -22,8 +22,12 @@ def test_show_config_prints_the_build():
     assert "compiler: " in text and ("gcc" in text or "clang" in text)
     assert "openmp: " in text
     assert f"kernel_path: {cattn._ext.kernel_path()}" in text
-    # block sizes straight from csrc/config.h
-    assert "f32 MC,KC,NC=144,256,4080" in text and "f64 MC,KC,NC=96,256,2040" in text
+    # block sizes as derived from this CPU's caches (cpuinfo.c), KC fixed at 256
+    b = cattn._ext.gemm_blocks()
+    assert f"f32 MC,KC,NC={b['f32']['MC']},256,{b['f32']['NC']}" in text
+    assert f"f64 MC,KC,NC={b['f64']['MC']},256,{b['f64']['NC']}" in text
+    cpu = cattn._ext.cpu_info()
+    assert f"cpu: {cpu['brand'] or cpu['vendor']}" in text and "cpu_caches: L1D" in text
     assert f"threads: {cattn.get_num_threads()}" in text
 
 

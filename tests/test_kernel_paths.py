@@ -50,7 +50,7 @@ FORCIBLE = [p for p in PATHS if not PATHS[p].available() or PATHS[p].force_env]
 
 def _needs(path):
     if not PATHS[path].available():
-        pytest.skip(f"this CPU has no {path} kernels")
+        pytest.skip(f"this CPU (or this build) has no {path} kernels")
 
 
 if OTHER:
@@ -68,6 +68,24 @@ def test_forcing_selects_the_path(path):
 
 
 def test_default_kernel_path_is_the_best_the_cpu_has():
-    expect = "avx2" if cattn._ext.cpu_has_avx2_fma() else "portable"
-    assert run_python(PRINT_PATH, CATTN_FORCE_PORTABLE="0").strip() == expect
-    assert run_python(PRINT_PATH, CATTN_FORCE_PORTABLE="").strip() == expect
+    expect = cattn._ext.available_paths()[0]
+    assert expect == ("avx2" if cattn._ext.cpu_has_avx2_fma() and "avx2" in
+                      cattn._ext.built_paths() else "portable")
+    assert run_python(PRINT_PATH, CATTN_FORCE_PORTABLE="0", CATTN_ISA="").strip() == expect
+    assert run_python(PRINT_PATH, CATTN_FORCE_PORTABLE="", CATTN_ISA="").strip() == expect
+
+
+def test_force_portable_still_selects_portable():
+    assert run_python(PRINT_PATH, CATTN_FORCE_PORTABLE="1", CATTN_ISA="").strip() == "portable"
+
+
+@pytest.mark.parametrize("value", ["avx512", "AVX2", "sse2", "native"])
+def test_forcing_a_path_this_build_lacks_is_a_clear_import_error(value):
+    """CATTN_ISA names a path: one this build lacks (there are no AVX-512
+    kernels yet), misspelled or in another case is refused at import with
+    the paths there are, never silently replaced by another path."""
+    code = ("try:\n    import cattn\nexcept ImportError as e:\n    print('ImportError:', e)\n"
+            "else:\n    print('imported', cattn._ext.kernel_path())")
+    out = run_python(code, CATTN_ISA=value)
+    assert out.startswith("ImportError:"), out
+    assert f"CATTN_ISA={value}" in out and "portable" in out

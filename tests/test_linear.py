@@ -67,7 +67,9 @@ def test_non_contiguous_weight(rng):
 def test_block_edges(rng):
     """M > MC, K > KC, N > NC: bias/act applied once, after the last K block,
     on every jc block."""
-    x, w, b = randn(rng, (145, 300)), randn(rng, (4097, 300)), randn(rng, (4097,))
+    blocks = cattn._ext.gemm_blocks()["f32"]
+    M, N = blocks["MC"] + 1, blocks["NC"] + 1
+    x, w, b = randn(rng, (M, 300)), randn(rng, (N, 300)), randn(rng, (N,))
     check_linear(cattn.linear(x, w, b, activation="gelu_tanh"), x, w, b, "gelu_tanh")
 
 

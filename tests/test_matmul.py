@@ -1,7 +1,8 @@
 """cattn.matmul against the float64 reference (tolerances: see cattn_testing/gemm.py).
 
-Block sizes this file aims at (csrc/config.h): MR x NR = 6x16 (f32), 6x8
-(f64); MC = 144 (f32) / 96 (f64); KC = 256; NC = 4080 (f32) / 2040 (f64).
+Block sizes this file aims at (csrc/config.h, cpuinfo.c): MR x NR = 6x16
+(f32), 6x8 (f64); KC = 256; MC, NC from the caches (e.g. a Zen 3: MC = 144
+(f32) / 72 (f64), NC = 4096 / 2048; `cattn info` shows them).
 """
 import itertools
 import random
@@ -19,9 +20,13 @@ SIZES = [1, 2, 5, 7, 17, 63, 65, 255, 257, 1000]
 COMBOS = random.Random(2).sample(list(itertools.product(SIZES, repeat=3)), 30)
 COMBOS_F64 = random.Random(3).sample(list(itertools.product(SIZES, repeat=3)), 10)
 # crossing block edges: M > MC (and not a multiple), K > KC (several K
-# blocks with a partial last one), N > NC (a second jc block)
-EDGES_F32 = [(145, 4097, 513), (289, 33, 1000), (5, 4081, 257)]
-EDGES_F64 = [(97, 2041, 513), (193, 9, 257), (7, 2050, 300)]
+# blocks with a partial last one), N > NC (a second jc block), with the
+# block sizes this CPU runs (cpuinfo.c derives MC and NC from its caches)
+_B32, _B64 = cattn._ext.gemm_blocks()["f32"], cattn._ext.gemm_blocks()["f64"]
+EDGES_F32 = [(_B32["MC"] + 1, _B32["NC"] + 1, 2 * _B32["KC"] + 1), (2 * _B32["MC"] + 1, 33, 1000),
+             (5, _B32["NC"] + 1, _B32["KC"] + 1)]
+EDGES_F64 = [(_B64["MC"] + 1, _B64["NC"] + 1, 2 * _B64["KC"] + 1), (2 * _B64["MC"] + 1, 9, 257),
+             (7, _B64["NC"] + 2, 300)]
 
 
 def ids(mnk):

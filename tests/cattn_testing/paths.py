@@ -5,9 +5,8 @@ imported, so a test run on another kernel path needs a fresh interpreter
 with that path forced in its environment. PATHS is the one list of kernel
 paths the tests know: its name (`cattn._ext.kernel_path()`), whether this
 CPU has it, and the environment that forces it (None: no variable forces
-it yet; it runs only as the default where it is the best the CPU has).
-A new path (avx512, forced by CATTN_ISA=avx512 once the C side reads that
-variable) is one more entry here and one more name in FORCING_VARIABLES.
+it yet; it runs only as the default where it is the best the CPU has). Every path
+is forced by CATTN_ISA=<name>; a new path (avx512) is one more entry here.
 
 tests/test_kernel_paths.py re-runs the op test modules on every path but
 the one this session runs on, through run_pytest.
@@ -33,9 +32,14 @@ class KernelPath(NamedTuple):
     available: Callable[[], bool]       # does this CPU have it
 
 
+def _runs(name):
+    """Does this build have the path, and does this CPU run it?"""
+    return name in cattn._ext.available_paths()
+
+
 PATHS = {p.name: p for p in (
-    KernelPath("portable", {"CATTN_FORCE_PORTABLE": "1"}, lambda: True),
-    KernelPath("avx2", None, lambda: bool(cattn._ext.cpu_has_avx2_fma())),
+    KernelPath("portable", {"CATTN_ISA": "portable"}, lambda: True),
+    KernelPath("avx2", {"CATTN_ISA": "avx2"}, lambda: _runs("avx2")),
 )}
 
 

@@ -124,14 +124,14 @@ static inline void transpose8_ps(__m256 r[8])
 }
 
 static void rows_tn1_avx2_f32(float *c, const float *a, const float *w, int64_t ldw,
-                              int64_t n, int64_t K)
+                              int64_t n, int64_t K, int64_t kc)
 {
     for (int64_t j0 = 0; j0 < n; j0 += 32) {
         const float *wr[32];                     /* rows past n repeat row j0 */
         for (int r = 0; r < 32; r++) wr[r] = w + (j0 + (j0 + r < n ? r : 0)) * ldw;
         __m256 tot[4];
-        for (int64_t pc = 0; pc < K; pc += CATTN_KC_F32) {
-            const int64_t p1 = cattn_min64(K, pc + CATTN_KC_F32);
+        for (int64_t pc = 0; pc < K; pc += kc) {
+            const int64_t p1 = cattn_min64(K, pc + kc);
             __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
                              _mm256_setzero_ps(), _mm256_setzero_ps()};
             int64_t p = pc;
@@ -159,10 +159,10 @@ static void rows_tn1_avx2_f32(float *c, const float *a, const float *w, int64_t 
 }
 
 void cattn_rows_tn_avx2_f32(float *c, int64_t ldc, const float *at, int64_t mp,
-                            const float *w, int64_t ldw, int64_t n, int64_t K)
+                            const float *w, int64_t ldw, int64_t n, int64_t K, int64_t kc)
 {
     if (mp == 1) {
-        rows_tn1_avx2_f32(c, at, w, ldw, n, K);
+        rows_tn1_avx2_f32(c, at, w, ldw, n, K, kc);
         return;
     }
     for (int64_t j0 = 0; j0 < n; j0 += 8) {
@@ -174,8 +174,8 @@ void cattn_rows_tn_avx2_f32(float *c, int64_t ldc, const float *at, int64_t mp,
                     *w7 = w0 + 7 * (nj > 7) * ldw;
         for (int64_t l0 = 0; l0 < mp; l0 += 8) {
             float tot[8][8] __attribute__((aligned(32)));      /* [j][lane i] */
-            for (int64_t pc = 0; pc < K; pc += CATTN_KC_F32) {
-                const int64_t p1 = cattn_min64(K, pc + CATTN_KC_F32);
+            for (int64_t pc = 0; pc < K; pc += kc) {
+                const int64_t p1 = cattn_min64(K, pc + kc);
                 __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0,
                        s4 = s0, s5 = s0, s6 = s0, s7 = s0;
                 const float *a = at + pc * mp + l0;

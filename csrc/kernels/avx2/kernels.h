@@ -30,7 +30,7 @@ void cattn_exp_avx2_f64(double *y, const double *x, int64_t n, int nonpos);
 extern const cattn_attn_kernels cattn_attn_avx2_f32;
 extern const cattn_attn_kernels cattn_attn_avx2_f64;
 void cattn_rows_tn_avx2_f32(float *c, int64_t ldc, const float *at, int64_t mp,
-                            const float *w, int64_t ldw, int64_t n, int64_t K);
+                            const float *w, int64_t ldw, int64_t n, int64_t K, int64_t kc);
 void cattn_pack_t16_avx2_f32(float *dst, const float *src, int64_t ld, int64_t rows,
                              int64_t rows_pad, int64_t k, float scale);
 
