@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis", reason="the property tests need hypothesis")
-from hypothesis import assume, given, note, strategies as st  # noqa: E402
+from hypothesis import given, note, strategies as st  # noqa: E402
 
 import cattn  # noqa: E402
 from cattn_testing.properties import (check_activation, check_layer_norm, check_rms_norm,  # noqa: E402
@@ -177,23 +177,9 @@ def act_case(draw):
     return x
 
 
-def _known_flush_bug(x, name):
-    """float64 silu / gelu_tanh on the AVX2 path flush results between the
-    smallest normal and ~1e-290 to 0 (exp(z) flushed for z < -708.4 before
-    the product with x): kept as test_regressions.py::
-    test_float64_silu_gelu_tanh_keep_tiny_normal_results; the properties skip
-    inputs with such results until it is fixed."""
-    if x.dtype != np.float64 or name not in ("silu", "gelu_tanh") or path() != "avx2":
-        return False
-    from cattn_testing.properties import act_reference
-    r = np.abs(act_reference(name, x))
-    return bool(((r > 0) & (r < 1e-290)).any())
-
-
 @examples(4)
 @given(x=act_case(), name=st.sampled_from(sorted(ACTS)), data=st.data())
 def test_activations_match_reference(x, name, data):
-    assume(not _known_flush_bug(x, name))
     out = _out_mode(data.draw, x, x.dtype)
     got = threads_bitwise(lambda: _run(ACTS[name], x, out))
     check_activation(got, x, name)
@@ -215,7 +201,6 @@ def test_relu_keeps_signed_zero_and_nan(x):
 def test_activations_threads_bitwise_large(x, name):
     """A large array (split over both threads): same bits, and correct."""
     big = np.resize(np.asarray(x).reshape(-1) if np.size(x) else np.zeros(1, x.dtype), 300_001)
-    assume(not _known_flush_bug(big, name))
     got = threads_bitwise(lambda: ACTS[name](big))
     check_activation(got, big, name)
 

@@ -297,19 +297,15 @@ def test_array_for_string_or_float_argument_message(arg):
 
 # ---- activations ----------------------------------------------------------------------
 
-@pytest.mark.xfail(cattn._ext.kernel_path() == "avx2", strict=True,
-                   reason="bug: float64 silu / gelu_tanh on the AVX2 path flush normal results "
-                          "below ~1e-290 to -0.0 (exp(z) flushed for z < -708.4)")
 @pytest.mark.parametrize("name,x", [("silu", -708.5), ("gelu_tanh", -21.15)])
 def test_float64_silu_gelu_tanh_keep_tiny_normal_results(name, x):
     """Found by the long run of test_activations_match_reference (minimised):
     float64 results between the smallest normal (2.2e-308) and ~1e-290 must
     not be flushed to 0. silu(-708.5) = -708.5 exp(-708.5) / (1 + ...) =
     -1.4213e-305 (torch: -1.4213e-305), gelu_tanh(-21.15) = -3.0528e-307.
-    The portable path gets both; the AVX2 path gives -0.0 (its exp flushes
-    exp(z) for z < -708.4 before the product with x; also in the linear
-    epilogue). Relative error 100 % on a normal number; harmless in practice,
-    but the two kernel paths disagree."""
+    The AVX2 path gave -0.0 (its exp flushed exp(z) for z < -708.4 before
+    the product with x; also in the linear epilogue): fixed by forming
+    x exp(z) scaled by 2^128 and scaling back after the division."""
     f = {"silu": cattn.silu, "gelu_tanh": lambda a: cattn.gelu(a, approximate="tanh")}[name]
     want = {"silu": -1.4213447375e-305, "gelu_tanh": -3.0527519700e-307}[name]
     got = f(np.array([x]))[0]

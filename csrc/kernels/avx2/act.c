@@ -50,12 +50,33 @@ static inline __m256d act_relu_pd(__m256d x)
     return _mm256_max_pd(_mm256_setzero_pd(), x);
 }
 
+/* exp(z) * 2^128 for -797 <= z <= 0 (NaN passes): exp's reduction and
+ * polynomial with the scale folded into 2^n, so exp(z) below DBL_MIN
+ * (z < -708.4) is not flushed before it is multiplied by x */
+static inline __m256d act_exp_hi128_pd(__m256d z)
+{
+    __m256d t;
+    const __m256d p = cattn_exp_core_pd(_mm256_max_pd(_mm256_set1_pd(-797.0), z), &t);
+    /* t's low bits hold n + 1023: 2^(n + 128) from n + 1151 in [4, 1151] */
+    const __m256i e = _mm256_add_epi64(_mm256_castpd_si256(t), _mm256_set1_epi64x(128));
+    return _mm256_mul_pd(p, _mm256_castsi256_pd(_mm256_slli_epi64(e, 52)));
+}
+
+/* x sigmoid(z) = x / (1 + e) for z >= 0, x e / (1 + e) for z < 0, with
+ * e = exp(-|z|). For z < 0 the product x e is formed as (x e 2^128) and
+ * scaled back after the division: exact power-of-two scalings, so the
+ * result is rounded once, and results below DBL_MIN (x e tiny but x e /
+ * (1 + e) still normal or subnormal) are not lost. Past z = -797 every
+ * such result is below half the smallest subnormal (|x| <= 800): 0. */
 static inline __m256d act_xsigmoid_pd(__m256d xn, __m256d z)
 {
     const __m256d one = _mm256_set1_pd(1.0);
-    __m256d e = cattn_expneg256_pd(_mm256_sub_pd(_mm256_setzero_pd(), act_abs_pd(z)));
-    __m256d num = _mm256_blendv_pd(one, e, _mm256_cmp_pd(z, _mm256_setzero_pd(), _CMP_LT_OQ));
-    return _mm256_div_pd(_mm256_mul_pd(xn, num), _mm256_add_pd(one, e));
+    const __m256d es = act_exp_hi128_pd(_mm256_sub_pd(_mm256_setzero_pd(), act_abs_pd(z)));
+    const __m256d e = _mm256_mul_pd(es, _mm256_set1_pd(0x1p-128));
+    const __m256d neg = _mm256_cmp_pd(z, _mm256_setzero_pd(), _CMP_LT_OQ);
+    const __m256d num = _mm256_blendv_pd(xn, _mm256_mul_pd(xn, es), neg);
+    const __m256d q = _mm256_div_pd(num, _mm256_add_pd(one, e));
+    return _mm256_blendv_pd(q, _mm256_mul_pd(q, _mm256_set1_pd(0x1p-128)), neg);
 }
 
 static inline __m256d act_silu_pd(__m256d x)
