@@ -849,24 +849,24 @@ class MultiheadAttention(Module):
         invariance); masked-out padding keys contribute nothing either way."""
         E, H = self.embed_dim, self.num_heads
         ctx = np.empty((qkv_rows.shape[0], E), self.dtype)
-        B, n0 = lengths.size, int(lengths[0]) if lengths.size else 0
-        if B and (lengths == n0).all():          # no padding: one batched call
-            q, k, v = _split_heads(qkv_rows.reshape(B, n0, 3 * E), 3, H, True)
-            if self.rotary is not None:
-                q, k = self.rotary(q, k)
-            scaled_dot_product_attention(q, k, v, None, is_causal=is_causal,
-                                         out=_split_heads(ctx.reshape(B, n0, E), 1, H, True)[0])
+        # consecutive sequences of one length are consecutive row blocks:
+        # one call for each such run (units are independent in the kernel,
+        # so a run gives each sequence the bits it gets alone)
+        if lengths.size == 0:
             return ctx
+        ends = np.flatnonzero(np.diff(lengths)) + 1
         start = 0
-        for n in lengths.tolist():
+        for run in np.split(lengths, ends):
+            b, n = run.size, int(run[0])
             if n:
-                q, k, v = _split_heads(qkv_rows[start:start + n].reshape(1, n, 3 * E), 3, H, True)
+                rows = slice(start, start + b * n)
+                q, k, v = _split_heads(qkv_rows[rows].reshape(b, n, 3 * E), 3, H, True)
                 if self.rotary is not None:
                     q, k = self.rotary(q, k)
                 scaled_dot_product_attention(
                     q, k, v, None, is_causal=is_causal,
-                    out=_split_heads(ctx[start:start + n].reshape(1, n, E), 1, H, True)[0])
-            start += n
+                    out=_split_heads(ctx[rows].reshape(b, n, E), 1, H, True)[0])
+            start += b * n
         return ctx
 
 

@@ -91,7 +91,8 @@ def test_tokens_path_is_batch_invariant(rng, dtype, rotary, causal):
     if rotary:
         for layer in enc.layers:
             layer.self_attn.rotary = nn.RotaryEmbedding(E // H)
-    lengths = [7, 1, 13, 4, 9, 200, 2]       # 200: attention past one key block
+    lengths = [7, 1, 13, 4, 9, 200, 2, 7, 2]  # 200: past one key block; equal
+                                              # lengths next to each other share a call
     x = [rng.standard_normal((n, E)).astype(dtype) for n in lengths]
 
     def run(batch):
@@ -105,7 +106,8 @@ def test_tokens_path_is_batch_invariant(rng, dtype, rotary, causal):
         return np.split(rows, np.cumsum([lengths[i] for i in batch])[:-1])
 
     alone = [run([i])[0] for i in range(len(lengths))]
-    for batch in ([0, 1, 2, 3, 4, 5, 6], [6, 3, 0], [5, 1], [2, 4, 3, 1]):
+    for batch in ([0, 1, 2, 3, 4, 5, 6], [6, 3, 0], [5, 1], [2, 4, 3, 1], [0, 7, 6, 8],
+                  [8, 6, 5, 0, 7]):
         for i, got in zip(batch, run(batch)):
             np.testing.assert_array_equal(got, alone[i], err_msg=f"sequence {i} in {batch}")
 
