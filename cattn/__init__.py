@@ -19,14 +19,14 @@ except ImportError as _e:   # an unbuilt source tree (e.g. the repo root on sys.
 if _ext.isa_error():       # CATTN_ISA named a path this build or CPU lacks
     raise ImportError(_ext.isa_error())
 from ._threads import get_num_threads, num_threads, set_num_threads
-from .ops import (KVCache, attention_weights, gelu, layer_norm, linear, log_softmax, matmul, relu,
-                  rms_norm, scaled_dot_product_attention, silu, softmax)
+from .ops import (KVCache, PackedWeight, attention_weights, gelu, layer_norm, linear, log_softmax,
+                  matmul, pack_weight, relu, rms_norm, scaled_dot_product_attention, silu, softmax)
 from ._config import show_config
 from .plot import plot_attention
 from . import nn
 
 __all__ = [
-    "matmul", "linear",
+    "matmul", "linear", "pack_weight", "PackedWeight",
     "scaled_dot_product_attention", "attention_weights", "KVCache",
     "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu", "relu",
     "get_num_threads", "set_num_threads", "num_threads", "show_config",

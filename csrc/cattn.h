@@ -77,6 +77,27 @@ int cattn_gemm_batched_f64(double *C, const int64_t *offc, int64_t rsc, int64_t 
                            const double *bias, int act,
                            int n_threads);
 
+/* Prepacked weights (cattn.pack_weight): a weight W (N, K) in torch's
+ * layout (element (j, p) at W[j*rsw + p*csw]) packed once into the panels
+ * the GEMM reads (gemm_tmpl.h states the layout; *_packed_size elements,
+ * valid for the KC that *_packed_kc returns), then
+ *   C[M,N] = A[M,K] · W^T (+ bias, act)
+ * from them for any M, in cattn_gemm's accumulation order (the same bits). */
+size_t cattn_packed_size_f32(int64_t N, int64_t K);
+size_t cattn_packed_size_f64(int64_t N, int64_t K);
+int64_t cattn_packed_kc_f32(void);
+int64_t cattn_packed_kc_f64(void);
+void cattn_pack_weight_f32(float *P, const float *W, int64_t rsw, int64_t csw,
+                           int64_t N, int64_t K);
+void cattn_pack_weight_f64(double *P, const double *W, int64_t rsw, int64_t csw,
+                           int64_t N, int64_t K);
+int cattn_linear_packed_f32(float *C, int64_t rsc, int64_t csc, const float *A, int64_t rsa,
+                            int64_t csa, const float *P, int64_t M, int64_t N, int64_t K,
+                            const float *bias, int act, int n_threads);
+int cattn_linear_packed_f64(double *C, int64_t rsc, int64_t csc, const double *A, int64_t rsa,
+                            int64_t csa, const double *P, int64_t M, int64_t N, int64_t K,
+                            const double *bias, int act, int n_threads);
+
 /* ---- attention.c: fused scaled-dot-product attention ----
  * O = softmax(Q K^T * scale + mask) V per (batch, head), flash-style: the
  * (L, S) score matrix is never stored. Legend: L queries, S keys, E head

@@ -41,6 +41,15 @@ typedef void (*cattn_rows_tn_f32_t)(float *c, int64_t ldc, const float *at, int6
                                     const float *w, int64_t ldw, int64_t n, int64_t K,
                                     int64_t kc);
 
+/* 1-3 rows against packed panels (float32, NR = 16; NULL: the driver pads
+ * the rows to MR and uses the micro-kernel):
+ *   c[i*ldc + jp*16 + j] (=|+=) sum_{p<k} a[i*lda + p] * b[jp*ps + p*16 + j]
+ * for i < m (1..3), jp < npan, j < 16: the micro-kernel's arithmetic, bit
+ * for bit, with fewer wasted rows. */
+typedef void (*cattn_few_rows_f32_t)(int64_t k, const float *a, int64_t lda, int m,
+                                     const float *b, int64_t npan, int64_t ps,
+                                     float *c, int64_t ldc, int acc);
+
 /* transposing pack into NR = 16 wide panels (float32; NULL: scalar packing):
  *   dst[jp][p][j] = src[(jp*16 + j)*ld + p] * scale for rows < rows, 0 up to rows_pad */
 typedef void (*cattn_pack_t16_f32_t)(float *dst, const float *src, int64_t ld, int64_t rows,
@@ -107,6 +116,7 @@ typedef struct {
     cattn_dotn_f64_t dotn_f64;
     cattn_pack_t16_f32_t pack_t16_f32;
     cattn_rows_tn_f32_t rows_tn_f32;
+    cattn_few_rows_f32_t few_rows_f32;
     cattn_smx_row_f32_t softmax_row_f32;
     cattn_smx_row_f64_t softmax_row_f64;
     cattn_smx_cols_f32_t softmax_cols_f32;

@@ -19,6 +19,7 @@ typedef cattn_ukr_f64_t cattn_ukr_t_f64;
 #define UKR cattn_kt.ukr_f32
 #define PACK_BT cattn_kt.pack_t16_f32
 #define ROWS_TN cattn_kt.rows_tn_f32
+#define FEW_ROWS cattn_kt.few_rows_f32
 #define ACT cattn_kt.act_f32
 #include "gemm_tmpl.h"
 
@@ -33,4 +34,6 @@ typedef cattn_ukr_f64_t cattn_ukr_t_f64;
 #define ACT cattn_kt.act_f64
 #define ROWS_TN ((void (*)(double *, int64_t, const double *, int64_t, const double *, \
                           int64_t, int64_t, int64_t, int64_t))0)
+#define FEW_ROWS ((void (*)(int64_t, const double *, int64_t, int, const double *, int64_t, \
+                           int64_t, double *, int64_t, int))0)
 #include "gemm_tmpl.h"

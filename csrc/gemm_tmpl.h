@@ -1,7 +1,7 @@
 /* gemm_tmpl.h — the blocked GEMM driver, written once for T = float and
  * T = double. Included by gemm.c with these macros defined:
  *   T, SFX (f32/f64), MR, NR, KC, MC, NC, and the dispatch entries
- *   UKR, ACT, ROWS_TN (NULL-able; NULL for double) and PACK_BT (float).
+ *   UKR, ACT, ROWS_TN and FEW_ROWS (NULL-able; NULL for double), PACK_BT (float).
  *
  * C[M,N] = A[M,K] · B[K,N]   (+ bias[N], act)
  * Loops (BLIS): jc (NC) -> pc (KC) -> pack B -> ic (MC) -> pack A
@@ -16,6 +16,8 @@ typedef struct {
     int64_t M, N, K;
     const T *bias;
     int act;
+    const T *P;           /* prepacked B (pack_weight) or NULL; */
+    int64_t np;           /* its panel width: N rounded up to NR */
 } FN(gemm_args);
 
 /* dst: ceil(mc/MR) panels of (kc, MR); A: (mc, kc) strided; zero-padded rows */
@@ -135,11 +137,15 @@ static void FN(gemm_run)(const FN(gemm_args) *g, T *bufB, T *bufA,
             const int64_t kc = cattn_min64(KC, K - pc);
             const int acc = pc > 0;               /* later K blocks add to C */
             const int epilogue = pc + kc >= K && (g->bias || g->act);
-            FN(cattn_pack_b)(bufB, g->B + pc * g->rsb + jc * g->csb, g->rsb, g->csb, kc, nc);
+            const T *pb = bufB;
+            if (g->P)                  /* prepacked: block pc, panels from jc */
+                pb = g->P + pc * g->np + jc * kc;
+            else
+                FN(cattn_pack_b)(bufB, g->B + pc * g->rsb + jc * g->csb, g->rsb, g->csb, kc, nc);
             for (int64_t ic = m0; ic < m1; ic += MC) {             /* ic */
                 const int64_t mc = cattn_min64(MC, m1 - ic);
                 FN(cattn_pack_a)(bufA, g->A + ic * g->rsa + pc * g->csa, g->rsa, g->csa, mc, kc);
-                FN(gemm_macro)(g, g->C + ic * g->rsc + jc * g->csc, bufA, bufB, mc, nc, kc,
+                FN(gemm_macro)(g, g->C + ic * g->rsc + jc * g->csc, bufA, pb, mc, nc, kc,
                                0, npan, acc, g->bias ? g->bias + jc : NULL, epilogue);
             }
         }
@@ -214,7 +220,25 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, const T *a, int64
 {
     const int64_t n = cattn_min64(GEMV_CHUNK, g->N - j0), npan = cattn_cdiv(n, NR);
     const int64_t M = g->M, K = g->K;
-    if (ROWS_TN) {
+    if (g->P) {                    /* prepacked panels: rows of A in place */
+        for (int64_t pc = 0; pc < K; pc += KC) {
+            const int64_t kc = cattn_min64(KC, K - pc);
+            const T *pb = g->P + pc * g->np + j0 * kc;
+            int64_t i = 0;
+            for (; i + MR <= M; i += MR)                      /* full MR rows */
+                for (int64_t jp = 0; jp < npan; jp++)
+                    UKR(kc, a + i * K + pc, 1, K, pb + jp * NR * kc, NR,
+                        tmp + i * GEMV_LD + jp * NR, GEMV_LD, pc > 0);
+            if (i < M && FEW_ROWS && M - i <= 3) {                /* 1-3 rows */
+                FEW_ROWS(kc, a + i * K + pc, K, (int)(M - i), pb, npan, NR * kc,
+                         tmp + i * GEMV_LD, GEMV_LD, pc > 0);
+            } else if (i < M) {                  /* zero rows up to MR: a is MP */
+                for (int64_t jp = 0; jp < npan; jp++)
+                    UKR(kc, a + i * K + pc, 1, K, pb + jp * NR * kc, NR,
+                        tmp + i * GEMV_LD + jp * NR, GEMV_LD, pc > 0);
+            }
+        }
+    } else if (ROWS_TN) {
         ROWS_TN(tmp, GEMV_LD, a, MP, g->B + j0 * g->csb, g->csb, n, K, KC);
     } else {
         for (int64_t pc = 0; pc < K; pc += KC) {                   /* pc */
@@ -239,12 +263,12 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, const T *a, int64
 static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
 {
     const int64_t nch = cattn_cdiv(g->N, GEMV_CHUNK), M = g->M, K = g->K;
-    const int rows_tn = ROWS_TN != NULL;
+    const int rows_tn = !g->P && ROWS_TN != NULL;
     const int64_t MP = rows_tn ? (M == 1 ? 1 : cattn_round_up(M, 8)) : cattn_round_up(M, MR);
     const int nt = cattn_threads_for((double)M * g->N * K, CATTN_GEMV_WORK_PER_THREAD,
                                      nch, n_threads);
     const size_t asz = cattn_round_up((size_t)(MP * K), 16);
-    const size_t bsz = rows_tn ? 0 : (size_t)cattn_min64(KC, K) * GEMV_LD;
+    const size_t bsz = rows_tn || g->P ? 0 : (size_t)cattn_min64(KC, K) * GEMV_LD;
     const size_t per = cattn_round_up(bsz + (size_t)MP * GEMV_LD, 16);
     T *buf = cattn_aligned_alloc(sizeof(T) * (asz + per * nt));
     if (!buf) return CATTN_ENOMEM;
@@ -268,7 +292,7 @@ int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
 {
     cattn_init();
     if (nb <= 0 || M <= 0 || N <= 0) return CATTN_OK;
-    FN(gemm_args) g0 = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, bias, act};
+    FN(gemm_args) g0 = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, bias, act, NULL, 0};
     if (K <= 0) {
         for (int64_t b = 0; b < nb; b++) {
             FN(gemm_args) g = g0; g.C = C + offc[b];
@@ -317,11 +341,61 @@ int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
     static const int64_t zero = 0;
     cattn_init();
     if (M > 0 && N > 0 && K > 0 && M <= CATTN_GEMV_MAX_M && rsb == 1) {
-        FN(gemm_args) g = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, bias, act};
+        FN(gemm_args) g = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, bias, act, NULL, 0};
         return FN(gemv)(&g, n_threads);
     }
     return FN(cattn_gemm_batched)(C, &zero, rsc, csc, A, &zero, rsa, csa, B, &zero, rsb, csb,
                                   1, M, N, K, bias, act, n_threads);
+}
+
+/* ---- prepacked weights (cattn.h: cattn_pack_weight, cattn_linear_packed) ----
+ * P holds B = W^T (W: (N, K), element (j, p) at W[j*rsw + p*csw]) exactly
+ * as the blocked path packs it, all of it: for each KC block pc (kc =
+ * min(KC, K - pc)) and each NR-column panel jp,
+ *   P[pc*Np + jp*NR*kc + p*NR + j] = W[(jp*NR + j)*rsw + (pc + p)*csw]
+ * (0 past N), Np = N rounded up to NR: K * Np elements. */
+size_t FN(cattn_packed_size)(int64_t N, int64_t K)
+{
+    return (size_t)K * (size_t)cattn_round_up(N, NR);
+}
+
+int64_t FN(cattn_packed_kc)(void)
+{
+    cattn_init();
+    return KC;
+}
+
+void FN(cattn_pack_weight)(T *P, const T *W, int64_t rsw, int64_t csw, int64_t N, int64_t K)
+{
+    cattn_init();
+    const int64_t np = cattn_round_up(N, NR);
+    for (int64_t pc = 0; pc < K; pc += KC)
+        FN(cattn_pack_b)(P + pc * np, W + pc * csw, csw, rsw, cattn_min64(KC, K - pc), N);
+}
+
+/* C = A · W^T (+ bias, act) on a prepacked W: the blocked path and the
+ * few-row path read P's panels; the same accumulation order as cattn_gemm. */
+int FN(cattn_linear_packed)(T *C, int64_t rsc, int64_t csc, const T *A, int64_t rsa,
+                            int64_t csa, const T *P, int64_t M, int64_t N, int64_t K,
+                            const T *bias, int act, int n_threads)
+{
+    cattn_init();
+    if (M <= 0 || N <= 0) return CATTN_OK;
+    FN(gemm_args) g = {C, rsc, csc, A, rsa, csa, NULL, 0, 0, M, N, K, bias, act,
+                       P, cattn_round_up(N, NR)};
+    if (K <= 0) {
+        FN(gemm_empty_k)(&g);
+        return CATTN_OK;
+    }
+    if (M <= CATTN_GEMV_MAX_M) return FN(gemv)(&g, n_threads);
+    const int nt = FN(gemm_threads)(M, N, K, n_threads);
+    const size_t per = cattn_round_up(FN(gemm_a_size)(M, K), 64);
+    T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
+    if (!buf) return CATTN_ENOMEM;
+    CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
+    FN(gemm_run_part)(&g, NULL, buf + per * CATTN_TID(), CATTN_TID(), CATTN_NT());
+    cattn_aligned_free(buf);
+    return CATTN_OK;
 }
 
 #undef GEMV_CHUNK
@@ -337,4 +411,5 @@ int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
 #undef UKR
 #undef ACT
 #undef ROWS_TN
+#undef FEW_ROWS
 #undef PACK_BT

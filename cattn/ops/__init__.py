@@ -1,6 +1,7 @@
 """cattn.ops — the NumPy-facing operations, one module per concern:
 
     gemm.py       matmul, linear (packed GEMM, bias and activation in the epilogue)
+    packed.py     pack_weight, PackedWeight (weights packed once for linear)
     attention.py  scaled_dot_product_attention, attention_weights, KVCache
                   (the call described once as an AttentionPlan)
     rows.py       softmax, log_softmax, layer_norm, rms_norm, gelu, silu, relu
@@ -12,10 +13,11 @@ L queries, S keys, E is the head dim, Ev the value dim for attention.
 """
 from .attention import AttentionPlan, KVCache, attention_weights, scaled_dot_product_attention
 from .gemm import ACTIVATIONS, linear, matmul
+from .packed import PackedWeight, pack_weight
 from .rows import gelu, layer_norm, log_softmax, relu, rms_norm, silu, softmax
 
 __all__ = [
-    "matmul", "linear", "ACTIVATIONS",
+    "matmul", "linear", "ACTIVATIONS", "pack_weight", "PackedWeight",
     "scaled_dot_product_attention", "attention_weights", "KVCache", "AttentionPlan",
     "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu", "relu",
 ]

@@ -13,6 +13,7 @@ from .. import _ext
 from .._threads import get_num_threads
 from .._validate import (FLOAT_DTYPES, alloc, as_float_array, check_out, collapse, contiguous,
                          estrides, readable, result_dtype)
+from .packed import PackedWeight
 
 # The epilogue activations cattn.linear (and cattn.nn) accept, in code order.
 ACTIVATIONS = tuple(name for name in _ext.ACT_CODES if name != "none")
@@ -134,15 +135,56 @@ def matmul(a, b, *, out=None):
     return out
 
 
+def _linear_packed(x, packed, bias, activation, out):
+    """linear on a PackedWeight: x and bias in the packed dtype."""
+    op = "linear"
+    x = as_float_array(x, "x", op)
+    act = _act_code(activation, op)
+    N, K = packed.shape
+    dtype = packed.dtype
+    if x.ndim == 0 or x.shape[-1] != K:
+        raise ValueError(f"{op}: x has shape {x.shape} but the packed weight has shape "
+                         f"{packed.shape}: last dim of x must equal in_features={K}")
+    arrays = [x]
+    if bias is not None:
+        bias = as_float_array(bias, "bias", op)
+        if bias.shape != (N,):
+            raise ValueError(f"{op}: bias has shape {bias.shape}, expected ({N},)")
+        arrays.append(bias)
+    for name, a in zip(("x", "bias"), arrays):
+        if a.dtype != dtype:
+            raise TypeError(f"{op}: {name} is {a.dtype} but the packed weight is {dtype}: "
+                            f"cast {name}, or pack the weight as {a.dtype.name}")
+    shape = x.shape[:-1] + (N,)
+    if out is None:
+        out = alloc(shape, dtype, op, "the result")
+    else:
+        check_out(out, shape, dtype, op, arrays)
+    M = math.prod(x.shape[:-1])
+    if M == 0 or N == 0:
+        return out
+    X = np.ascontiguousarray(readable(x, dtype)).reshape(M, K)
+    C = out if out.flags.c_contiguous else np.empty(shape, dtype)
+    _ext.linear_packed(C.reshape(M, N), N, 1, X, K, 1, packed._data, M, N, K,
+                       contiguous(bias, dtype) if bias is not None else None, act,
+                       get_num_threads())
+    if C is not out:
+        out[...] = C
+    return out
+
+
 def linear(x, weight, bias=None, *, activation=None, out=None):
     """y = act(x @ weight.T + bias), torch.nn.functional.linear's convention.
 
-    x: (..., in_features); weight: (out_features, in_features);
+    x: (..., in_features); weight: (out_features, in_features), or a
+    cattn.PackedWeight (cattn.pack_weight: packed once, same results);
     bias: (out_features,) or None; activation: None, 'relu', 'gelu',
     'gelu_tanh' or 'silu', applied with the bias in the GEMM epilogue.
     Returns (..., out_features).
     """
     op = "linear"
+    if isinstance(weight, PackedWeight):
+        return _linear_packed(x, weight, bias, activation, out)
     if (out is None and type(x) is np.ndarray and type(weight) is np.ndarray
             and x.dtype == weight.dtype and x.dtype in FLOAT_DTYPES and x.ndim >= 1
             and weight.ndim == 2 and x.shape[-1] == weight.shape[1]

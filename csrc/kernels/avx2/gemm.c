@@ -203,6 +203,62 @@ void cattn_rows_tn_avx2_f32(float *c, int64_t ldc, const float *at, int64_t mp,
     }
 }
 
+/* 1-3 rows of A against packed 16-wide panels (contract in dispatch.h):
+ * M rows x NP panels per pass, 2 M NP accumulators (8 for one row over 4
+ * panels, 12 for three rows over 2): enough independent FMA chains to
+ * hide the latency, each chain the micro-kernel's (increasing p from zero,
+ * fmadd(a, b, s), then s + c when accumulating). */
+static inline __attribute__((always_inline)) void
+few_rows_pass(int64_t k, const float *a, int64_t lda, const int M, const int NP,
+              const float *b, int64_t ps, float *c, int64_t ldc, int acc)
+{
+    __m256 s[3][4][2];
+    for (int i = 0; i < M; i++)
+        for (int q = 0; q < NP; q++) s[i][q][0] = s[i][q][1] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < k; p++) {
+        for (int q = 0; q < NP; q++) {
+            const __m256 b0 = _mm256_loadu_ps(b + q * ps + p * 16);
+            const __m256 b1 = _mm256_loadu_ps(b + q * ps + p * 16 + 8);
+            for (int i = 0; i < M; i++) {
+                const __m256 ai = _mm256_broadcast_ss(a + i * lda + p);
+                s[i][q][0] = _mm256_fmadd_ps(ai, b0, s[i][q][0]);
+                s[i][q][1] = _mm256_fmadd_ps(ai, b1, s[i][q][1]);
+            }
+        }
+    }
+    for (int i = 0; i < M; i++)
+        for (int q = 0; q < NP; q++) {
+            float *cr = c + i * ldc + q * 16;
+            __m256 lo = s[i][q][0], hi = s[i][q][1];
+            if (acc) {
+                lo = _mm256_add_ps(lo, _mm256_loadu_ps(cr));
+                hi = _mm256_add_ps(hi, _mm256_loadu_ps(cr + 8));
+            }
+            _mm256_storeu_ps(cr, lo);
+            _mm256_storeu_ps(cr + 8, hi);
+        }
+}
+
+void cattn_few_rows_avx2_f32(int64_t k, const float *a, int64_t lda, int m, const float *b,
+                             int64_t npan, int64_t ps, float *c, int64_t ldc, int acc)
+{
+    int64_t jp = 0;
+    if (m == 1)
+        for (; jp + 4 <= npan; jp += 4)
+            few_rows_pass(k, a, lda, 1, 4, b + jp * ps, ps, c + jp * 16, ldc, acc);
+    else if (m == 2)
+        for (; jp + 2 <= npan; jp += 2)
+            few_rows_pass(k, a, lda, 2, 2, b + jp * ps, ps, c + jp * 16, ldc, acc);
+    else
+        for (; jp + 2 <= npan; jp += 2)
+            few_rows_pass(k, a, lda, 3, 2, b + jp * ps, ps, c + jp * 16, ldc, acc);
+    for (; jp < npan; jp++) {                                   /* last panels */
+        if (m == 1) few_rows_pass(k, a, lda, 1, 1, b + jp * ps, ps, c + jp * 16, ldc, acc);
+        else if (m == 2) few_rows_pass(k, a, lda, 2, 1, b + jp * ps, ps, c + jp * 16, ldc, acc);
+        else few_rows_pass(k, a, lda, 3, 1, b + jp * ps, ps, c + jp * 16, ldc, acc);
+    }
+}
+
 /* Transposing pack into 16-wide panels (float32):
  *   qp[(i/16)*16*E + e*16 + i%16] = Q[i*rsq + e] * scale  for i < br, e < E
  * and 0 for br <= i < brp (brp a multiple of 8). Used for the attention's
