@@ -73,3 +73,35 @@ def test_matmul(bench, shape, dtype, threads, lib, pass_):
     want = np.matmul(a, b)
     scale = np.sqrt(K) * float(np.abs(want).max())
     assert np.allclose(result, want, rtol=0, atol=1e-4 * scale if dtype == "float32" else 1e-12 * scale)
+
+
+# ---- linear layers by row count: plain weight vs packed once ------------------------------
+# (M rows) x (K -> N): 1 row (token-by-token decoding), 8 rows (a short sentence),
+# 4096 rows (a batch); cattn on the plain weight and on cattn.pack_weight's
+# panels (the same bits), NumPy's x @ W.T and torch's linear, 2 threads.
+ROWS_CASES = [(M, K, N) for M in (1, 8, 4096) for K, N in ((384, 1536), (1536, 384), (768, 3072))]
+ROWS_LIBS = ["cattn", "cattn-packed", "numpy"] + (["torch"] if torch is not None else [])
+
+
+@pytest.mark.parametrize("lib", ROWS_LIBS)
+@pytest.mark.parametrize("M,K,N", ROWS_CASES, ids=[f"{M}rows-{K}to{N}" for M, K, N in ROWS_CASES])
+def test_linear_rows(bench, M, K, N, lib):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((M, K), dtype=np.float32)
+    w = rng.standard_normal((N, K), dtype=np.float32)
+    b = rng.standard_normal(N, dtype=np.float32)
+    if lib == "cattn":
+        fn = lambda: cattn.linear(x, w, b)                    # noqa: E731
+    elif lib == "cattn-packed":
+        p = cattn.pack_weight(w)
+        fn = lambda: cattn.linear(x, p, b)                    # noqa: E731
+    elif lib == "numpy":
+        fn = lambda: x @ w.T + b                              # noqa: E731
+    else:
+        tx, tw, tb = (torch.from_numpy(a) for a in (x, w, b))
+        fn = lambda: torch.nn.functional.linear(tx, tw, tb).numpy()  # noqa: E731
+    result = bench(fn, group=f"linear {M} rows {K}->{N} float32 2T", lib=lib, threads=2,
+                   dtype="float32", shape=[M, K, N], flops=2.0 * M * N * K,
+                   bytes=4.0 * (N * K + M * (K + N)))
+    want = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    assert np.allclose(result, want, rtol=0, atol=1e-5 * np.sqrt(K) * float(np.abs(want).max()))
