@@ -65,13 +65,14 @@ from ._validate import (FLOAT_DTYPES as _FLOATS, INTP_MAX, as_flag, as_float_dty
 from .ops.attention import KVCache, attention_weights, scaled_dot_product_attention
 from .ops.rows import layer_norm
 from .ops.gemm import ACTIVATIONS, linear, matmul
+from .ops.packed import PackedWeight, pack_weight
 
 __all__ = [
     "Module", "ModuleList", "Linear", "LayerNorm", "MultiheadAttention",
     "TransformerEncoderLayer", "TransformerDecoderLayer",
     "TransformerEncoder", "TransformerDecoder",
     "PositionalEncoding", "RotaryEmbedding", "DecoderOnly", "Embedding", "RealTokens",
-    "generate_square_subsequent_mask", "skip_init",
+    "generate_square_subsequent_mask", "skip_init", "pack_weights",
 ]
 
 
@@ -140,6 +141,28 @@ def skip_init(module_cls, *args, **kwargs):
         return module_cls(*args, **kwargs)
     finally:
         _SKIP_INIT.reset(token)
+
+
+def pack_weights(module):
+    """Pack the weight of every nn.Linear in `module` (itself included) once
+    (cattn.pack_weight, in the weight's dtype) and return the module: the
+    outputs keep their bits, the few-row calls (decoding a token, a short
+    sentence) stream the packed panels and the many-row calls skip packing.
+    The packed weight replaces the array (no second copy); state_dict()
+    gives its values as new arrays, load_state_dict() and assigning
+    `layer.weight = array` pack again. MultiheadAttention's in_proj_weight
+    stays an array (it is sliced for cross-attention); its out_proj is an
+    nn.Linear and is packed."""
+    if not isinstance(module, Module):
+        raise TypeError(f"pack_weights: expected a cattn.nn.Module, got {show(module)}")
+    stack = [module]
+    while stack:
+        m = stack.pop()
+        stack.extend(m._modules.values())
+        w = m._parameters.get("weight") if isinstance(m, Linear) else None
+        if isinstance(w, np.ndarray):
+            m.weight = pack_weight(w, np.dtype(w.dtype).name)
+    return module
 
 
 def _new_param(owner, what, shape, dtype, make):
@@ -262,7 +285,13 @@ class Module:
             self._modules[name] = value
         elif params is not None and name in params:
             old = params[name]
-            if old is not None and value is not None:
+            if isinstance(value, PackedWeight):
+                if old is None or value.shape != old.shape or value.dtype != old.dtype:
+                    raise ValueError(f"parameter {name!r}: a packed {value.dtype} weight of shape "
+                                     f"{value.shape} cannot replace {show(old)}")
+            elif isinstance(old, PackedWeight) and value is not None:   # packed again
+                value = pack_weight(_coerce_param(name, value, old.shape, old.dtype), old.format)
+            elif old is not None and value is not None:
                 value = _coerce_param(name, value, old.shape, old.dtype)
             params[name] = value
         object.__setattr__(self, name, value)  # mirrored in __dict__ for fast lookup
@@ -275,10 +304,11 @@ class Module:
 
     def named_parameters(self, prefix=""):
         """(dotted name, array) for every parameter that is not None, in
-        registration order, sub-modules depth first (torch's order)."""
+        registration order, sub-modules depth first (torch's order). A
+        packed weight (pack_weights) is given as a new array of its values."""
         for name, p in self._parameters.items():
             if p is not None:
-                yield prefix + name, p
+                yield prefix + name, p.unpack() if isinstance(p, PackedWeight) else p
         for name, m in self._modules.items():
             yield from m.named_parameters(prefix + name + ".")
 
@@ -287,7 +317,8 @@ class Module:
 
     def state_dict(self):
         """OrderedDict of torch's names -> parameter arrays. The arrays are the
-        module's own (as torch's tensors are): copy them for a snapshot."""
+        module's own (as torch's tensors are): copy them for a snapshot
+        (packed weights come as new arrays of their values)."""
         return OrderedDict(self.named_parameters())
 
     def load_state_dict(self, state_dict, strict=True):
@@ -311,10 +342,17 @@ class Module:
             if unexpected:
                 msg.append("unexpected key(s): " + ", ".join(unexpected))
             raise StateDictKeyError("\n  ".join(msg))
-        staged = [(own[k], _coerce_param(k, given[k], own[k].shape, own[k].dtype))
+        staged = [(k, own[k], _coerce_param(k, given[k], own[k].shape, own[k].dtype))
                   for k in own if k in given]
-        for dst, src in staged:
-            dst[...] = src
+        for k, dst, src in staged:
+            *path, attr = k.split(".")
+            mod = self
+            for p in path:
+                mod = mod._modules[p]
+            if isinstance(mod._parameters[attr], PackedWeight):
+                setattr(mod, attr, src)                           # packed again
+            else:
+                dst[...] = src
         return IncompatibleKeys(missing, unexpected)
 
     def eval(self):
