@@ -275,7 +275,7 @@ static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
     for (int64_t i = 0; i < MP; i++)            /* A (or A^T), zero rows past M */
         for (int64_t p = 0; p < K; p++)
             buf[rows_tn ? p * MP + i : i * K + p] = i < M ? g->A[i * g->rsa + p * g->csa] : (T)0;
-    CATTN_OMP(omp parallel for num_threads(nt) schedule(static) if (nt > 1))
+    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1))
     for (int64_t c = 0; c < nch; c++) {
         T *w = buf + asz + per * CATTN_TID();
         FN(gemv_chunk)(g, c * GEMV_CHUNK, buf, MP, w + MP * GEMV_LD, w);
