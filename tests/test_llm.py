@@ -347,3 +347,18 @@ def test_text_without_tokenizer(ckpts, tmp_path):
     assert lm.generate([1, 2, 3], max_new_tokens=2).shape[0] >= 1
     with pytest.raises(FileNotFoundError, match="tokenizer.json"):
         lm.generate("hello")
+
+
+def test_cli_generate_streams_text_and_speeds(ckpts, models, capsys):
+    from cattn.cli import main
+    folder = ckpts["llama"][0]
+    assert main(["generate", folder, "the cat sat", "--max-new-tokens", "6",
+                 "--threads", "1"]) == 0
+    out, err = capsys.readouterr()
+    want = models["llama"].generate("the cat sat", max_new_tokens=6)
+    assert out.startswith("the cat sat" + want)
+    assert "prefill:" in err and "decode:" in err and "tokens/s" in err
+    assert main(["generate", folder, "the cat", "--max-new-tokens", "4", "--top-k", "5",
+                 "--seed", "1"]) == 0
+    assert main(["generate", str(folder) + "-missing", "x"]) == 2
+    assert "error" in capsys.readouterr().err

@@ -484,6 +484,10 @@ class CausalLM(nn.Module):
             if text:
                 tokens = [None if t is None else d.push(t) for d, t in zip(decoders, tokens)]
             yield tokens[0] if single else tokens
+        if text:                        # an incomplete character held back at the end
+            rest = [d.flush() for d in decoders]
+            if any(rest):
+                yield rest[0] if single else rest
 
     def _eos(self, eos_token_id):
         if eos_token_id is None:

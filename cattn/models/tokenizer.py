@@ -48,7 +48,8 @@ class TextTokenizer:
 class StreamDecoder:
     """Text pieces of a growing token sequence: push(id) -> the new text (''
     while a multi-byte character is incomplete), as transformers'
-    TextStreamer prints it."""
+    TextStreamer prints it; flush() at the end. The pieces join to
+    decode(ids)."""
 
     def __init__(self, tokenizer):
         self.tokenizer, self.ids, self.text = tokenizer, [], ""
@@ -58,5 +59,12 @@ class StreamDecoder:
         text = self.tokenizer.decode(self.ids)
         if text.endswith("\ufffd"):             # an incomplete UTF-8 sequence: wait
             return ""
+        piece, self.text = text[len(self.text):], text
+        return piece
+
+    def flush(self):
+        """The text held back at the end (an incomplete character, as
+        decode() renders it), or ''."""
+        text = self.tokenizer.decode(self.ids)
         piece, self.text = text[len(self.text):], text
         return piece
