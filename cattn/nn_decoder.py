@@ -152,15 +152,16 @@ class CausalSelfAttention(Module):
         """An empty cattn.KVCache (batch, Hk, max_len, D) for this layer."""
         return KVCache(batch, self.num_kv_heads, max_len, self.head_dim, self.dtype)
 
-    def _qkv(self, x, positions):
+    def _qkv(self, x, positions, offset):
         """x (B, L, E) -> q (B, H, L, D), k, v (B, Hk, L, D) (views or, rotated,
-        new arrays) from one GEMM."""
+        new arrays) from one GEMM; rotary positions `positions` (B, L), or
+        offset..offset+L-1 for all when None."""
         B, L, _ = x.shape
         H, Hk, D = self.num_heads, self.num_kv_heads, self.head_dim
         qkv = self.qkv_proj(x).reshape(B, L, H + 2 * Hk, D).transpose(0, 2, 1, 3)
         qk, v = qkv[:, :H + Hk], qkv[:, H + Hk:]
         if self.rotary is not None:                  # q and k rotated in one pass
-            qk = (self.rotary.apply(qk, 0) if positions is None
+            qk = (self.rotary.apply(qk, offset) if positions is None
                   else self.rotary.apply_positions(qk, positions))
         return qk[:, :H], qk[:, H:], v
 
@@ -179,9 +180,7 @@ class CausalSelfAttention(Module):
             raise ValueError(f"{owner}: x has shape {x.shape}; expected (B, L, {self.embed_dim})")
         B, L, _ = x.shape
         H, D = self.num_heads, self.head_dim
-        if positions is None and kv_cache is not None and self.rotary is not None:
-            positions = np.broadcast_to(np.arange(kv_cache.length, kv_cache.length + L), (B, L))
-        q, k, v = self._qkv(x, positions)
+        q, k, v = self._qkv(x, positions, 0 if kv_cache is None else kv_cache.length)
         ctx = np.empty((B, L, H * D), self.dtype)                       # heads concatenated
         ctx_h = ctx.reshape(B, L, H, D).transpose(0, 2, 1, 3)           # (B, H, L, D) view
         if kv_cache is not None:

@@ -26,7 +26,8 @@ def write_safetensors(path, tensors, dtype="F32"):
             raw = a.astype("<f2").tobytes()
         else:
             raw = (a.view(np.uint32) >> 16).astype("<u2").tobytes()
-        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        header[name] = {"dtype": dtype, "shape": list(a.shape),
+                        "data_offsets": [off, off + len(raw)]}
         blobs.append(raw)
         off += len(raw)
     h = json.dumps(header).encode()

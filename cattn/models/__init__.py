@@ -13,5 +13,6 @@ from .causal_lm import SUPPORTED_ARCHITECTURES, CausalLM, LLMConfig
 from .bert import BertConfig, BertModel, load_safetensors
 from .sentence import INSTALL_HINT, ModelNotFoundError, SentenceEncoder, default_model_path
 
-__all__ = ["CausalLM", "LLMConfig", "SUPPORTED_ARCHITECTURES", "BertConfig", "BertModel", "SentenceEncoder", "ModelNotFoundError",
-           "default_model_path", "load_safetensors", "INSTALL_HINT"]
+__all__ = ["CausalLM", "LLMConfig", "SUPPORTED_ARCHITECTURES", "BertConfig", "BertModel",
+           "SentenceEncoder", "ModelNotFoundError", "default_model_path", "load_safetensors",
+           "INSTALL_HINT"]

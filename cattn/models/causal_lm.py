@@ -87,7 +87,8 @@ class LLMConfig:
     def _llama(self, d, owner, qwen2):
         self.hidden_size = E = as_int(d.get("hidden_size"), "hidden_size", owner, lo=1)
         self.num_layers = as_int(d.get("num_hidden_layers"), "num_hidden_layers", owner)
-        self.num_heads = H = as_int(d.get("num_attention_heads"), "num_attention_heads", owner, lo=1)
+        self.num_heads = H = as_int(d.get("num_attention_heads"), "num_attention_heads", owner,
+                                    lo=1)
         self.num_kv_heads = as_int(d.get("num_key_value_heads") or H, "num_key_value_heads",
                                    owner, lo=1)
         self.head_dim = as_int(d.get("head_dim") or E // H, "head_dim", owner, lo=1)
@@ -177,7 +178,7 @@ def rope_frequencies(head_dim, theta, scaling):
 
 
 def _llama_keys(c, ckpt):
-    E, H, Hk, D, F = c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size
+    H, Hk, D, F = c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size
     keys = [("embed.weight", [("model.embed_tokens.weight", None)], False),
             ("norm.weight", [("model.norm.weight", None)], False)]
     if not c.tie_word_embeddings:
@@ -214,9 +215,10 @@ def _gpt2_keys(c, ckpt):
         keys.append((f"norm.{p}", [(pre + f"ln_f.{p}", None)], False))
     for i in range(c.num_layers):
         hf, ours = f"{pre}h.{i}.", f"layers.{i}."
-        for theirs, mine in (("ln_1", "norm1"), ("ln_2", "norm2"), ("attn.c_attn", "self_attn.qkv_proj"),
-                             ("attn.c_proj", "self_attn.o_proj"), ("mlp.c_fc", "mlp.fc1"),
-                             ("mlp.c_proj", "mlp.fc2")):
+        for theirs, mine in (("ln_1", "norm1"), ("ln_2", "norm2"),
+                             ("attn.c_attn", "self_attn.qkv_proj"),
+                             ("attn.c_proj", "self_attn.o_proj"),
+                             ("mlp.c_fc", "mlp.fc1"), ("mlp.c_proj", "mlp.fc2")):
             conv1d = not theirs.startswith("ln")    # Conv1D weights are stored (in, out)
             keys.append((ours + mine + ".weight", [(hf + theirs + ".weight", None)], conv1d))
             keys.append((ours + mine + ".bias", [(hf + theirs + ".bias", None)], False))
@@ -379,7 +381,8 @@ class CausalLM(nn.Module):
             if top > limit:
                 raise ValueError(f"CausalLM: position {top - 1} exceeds the model's {limit} "
                                  "learned positions (n_positions)")
-            x += self.pos_embed.weight[:L] if positions is None else self.pos_embed.weight[positions]
+            x += (self.pos_embed.weight[:L] if positions is None
+                  else self.pos_embed.weight[positions])
         return x
 
     def _layers(self, x, positions, mask, caches=None):
@@ -404,8 +407,9 @@ class CausalLM(nn.Module):
             if positions is not None:
                 raise ValueError("CausalLM: caches= supports unpadded batches only "
                                  "(no attention_mask with padding)")
-            S0 = caches[0].length
-            positions = np.broadcast_to(np.arange(S0, S0 + ids.shape[1]), ids.shape)
+            if self.pos_embed is not None:         # learned positions follow the cache
+                S0 = caches[0].length
+                positions = np.broadcast_to(np.arange(S0, S0 + ids.shape[1]), ids.shape)
         x = self._embed(ids, positions)
         x = self._layers(x, positions, nn.causal_mask(real, ids.shape[1]), caches)
         x = self.norm(x, out=x)
@@ -505,7 +509,8 @@ class CausalLM(nn.Module):
                                        and all(isinstance(s, str) for s in inputs)):
             single = isinstance(inputs, str)
             tok = self._tokenizer()
-            prompts = [np.asarray(tok.encode(s), np.int64) for s in ([inputs] if single else inputs)]
+            texts = [inputs] if single else inputs
+            prompts = [np.asarray(tok.encode(s), np.int64) for s in texts]
             if any(p.size == 0 for p in prompts):
                 raise ValueError(f"{owner}: a prompt encodes to no tokens")
             return prompts, True, single

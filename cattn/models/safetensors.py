@@ -52,7 +52,8 @@ class SafetensorsFile:
             self._data_start = 8 + n
             self._size = os.path.getsize(path)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise CheckpointError(f"{path}: not a safetensors file (bad JSON header: {e})") from None
+            raise CheckpointError(f"{path}: not a safetensors file (bad JSON header: "
+                                  f"{e})") from None
         header.pop("__metadata__", None)
         self._header = header
 
