@@ -135,10 +135,13 @@ def _time(fn, n, calls):
 
 
 def peak_rss_generating(path, threads=THREADS):
-    """Peak RSS (bytes) of a fresh process: import cattn, load, generate
-    NEW_TOKENS tokens after the prompt."""
-    code = (f"import resource, sys; sys.path.insert(0, {HERE!r}); import bench_llm as b; "
-            f"lm, run = b.cattn_runner({path!r}, {threads}); run({NEW_TOKENS}); "
+    """Peak RSS (bytes) of a fresh process that imports cattn alone, loads the
+    model and generates NEW_TOKENS tokens after the prompt (the prompt() of
+    this file)."""
+    code = ("import resource, numpy as np, cattn; from cattn.models import CausalLM; "
+            f"cattn.set_num_threads({threads}); lm = CausalLM.from_pretrained({path!r}); "
+            f"ids = np.random.default_rng(0).integers(1000, 100000, {PROMPT_LEN}); "
+            f"lm.generate(ids, max_new_tokens={NEW_TOKENS}, eos_token_id=[]); "
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return int(out.stdout.strip().splitlines()[-1])
