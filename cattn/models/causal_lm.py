@@ -453,9 +453,9 @@ class CausalLM(nn.Module):
         Greedy by default; do_sample=True draws from softmax(logits /
         temperature) restricted to the top_k tokens and to the smallest set
         of tokens whose probability reaches top_p, reproducibly for a seed.
-        A sequence stops after an EOS token (eos_token_id: an id or list;
-        default generation_config.json's, else config.json's); generation
-        ends when all have stopped.
+        A sequence stops after an EOS token (eos_token_id: an id or list, []
+        for none; default generation_config.json's, else config.json's);
+        generation ends when all have stopped.
 
         Returns: for one prompt the new token ids (1-D int64 array, the EOS
         included) or the new text; for a batch a list of them. stream=True:
