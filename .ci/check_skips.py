@@ -22,6 +22,7 @@ PEERS = {
     "distributed": [r"\bdask\.distributed\b", r"\bdistributed\b"],
     "onnxruntime": [r"\bonnxruntime\b"],
     "onnx": [r"\bonnx\b"],
+    "transformers": [r"\btransformers\b"],
 }
 
 # instruction sets named in skip reasons -> /proc/cpuinfo flags (all needed)

@@ -73,6 +73,8 @@ __all__ = [
     "TransformerEncoder", "TransformerDecoder",
     "PositionalEncoding", "RotaryEmbedding", "DecoderOnly", "Embedding", "RealTokens",
     "generate_square_subsequent_mask", "skip_init", "pack_weights",
+    # the decoder-only LLM layers (cattn/nn_decoder.py)
+    "RMSNorm", "GatedMLP", "MLP", "CausalSelfAttention", "DecoderBlock", "causal_mask",
 ]
 
 
@@ -1205,6 +1207,20 @@ class PositionalEncoding(Module):
         return f"d_model={self.pe.shape[1]}, max_len={self.pe.shape[0]}"
 
 
+def _rotate_half(x, cos, sin):
+    """RoPE's rotation of x (..., T, D) by angles with cos, sin (..., T, D/2)
+    (broadcast): pairs (x_i, x_{i+D/2}) -> a new array."""
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    out = np.empty(x.shape, x.dtype)
+    o1, o2 = out[..., :h], out[..., h:]
+    np.multiply(x1, cos, out=o1)
+    o1 -= x2 * sin
+    np.multiply(x2, cos, out=o2)
+    o2 += x1 * sin
+    return out
+
+
 class RotaryEmbedding(Module):
     """Rotary position embedding (RoPE, Su et al. 2021) for q and k.
 
@@ -1219,7 +1235,9 @@ class RotaryEmbedding(Module):
     so q_m . k_n depends on positions only through m - n.
     """
 
-    def __init__(self, head_dim, base=10000.0):
+    def __init__(self, head_dim, base=10000.0, *, inv_freq=None):
+        """inv_freq (keyword-only): the (D/2,) frequencies theta_i to use instead
+        of base^(-2i/D) (a scaled RoPE, e.g. Llama 3's; see cattn.nn_decoder)."""
         super().__init__()
         D = _positive_int(head_dim, "head_dim", "RotaryEmbedding")
         if D % 2:
@@ -1227,6 +1245,12 @@ class RotaryEmbedding(Module):
         self.head_dim = D
         self.base = as_real(base, "base", "RotaryEmbedding", finite=True, lo=0.0, lo_open=True)
         self.inv_freq = self.base ** (-np.arange(0, D, 2, dtype=np.float64) / D)  # (D/2,)
+        if inv_freq is not None:
+            f = np.asarray(inv_freq, dtype=np.float64)
+            if f.shape != self.inv_freq.shape or not np.all(np.isfinite(f)):
+                raise ValueError(f"RotaryEmbedding: inv_freq must hold {D // 2} finite "
+                                 f"frequencies, got shape {f.shape}")
+            self.inv_freq = f
         self._tables = {}
 
     # positions past this many are computed per call instead of growing the cached table
@@ -1259,19 +1283,28 @@ class RotaryEmbedding(Module):
             raise ValueError(f"RotaryEmbedding: x has shape {x.shape}; expected (..., T, {self.head_dim})")
         if x.dtype not in _FLOATS:
             raise TypeError(f"RotaryEmbedding: x has dtype {x.dtype}; expected float32 or float64")
-        h = self.head_dim // 2
         offset = as_int(offset, "offset", "RotaryEmbedding", lo=0,
                         hi=self._POS_MAX - x.shape[-2],
                         hi_why=" (positions must be exact in float64: offset + T <= 2**53)")
         cos, sin = self._cos_sin(offset, x.shape[-2], x.dtype)
-        x1, x2 = x[..., :h], x[..., h:]
-        out = np.empty(x.shape, x.dtype)
-        o1, o2 = out[..., :h], out[..., h:]
-        np.multiply(x1, cos, out=o1)
-        o1 -= x2 * sin
-        np.multiply(x2, cos, out=o2)
-        o2 += x1 * sin
-        return out
+        return _rotate_half(x, cos, sin)
+
+    def apply_positions(self, x, positions):
+        """x (B, H, T, D) with token t of sequence b at position positions[b, t]
+        (an integer array (B, T), e.g. counted from each sequence's first real
+        token under left padding) -> rotated copy."""
+        x = np.asarray(x)
+        pos = np.asarray(positions)
+        if x.ndim != 4 or x.shape[-1] != self.head_dim or pos.shape != (x.shape[0], x.shape[2]):
+            raise ValueError(f"RotaryEmbedding: x has shape {x.shape} and positions "
+                             f"{pos.shape}; expected (B, H, T, {self.head_dim}) and (B, T)")
+        if pos.dtype.kind not in "iu" or (pos.size and (pos.min() < 0
+                                                         or pos.max() >= self._TABLE_MAX)):
+            raise ValueError(f"RotaryEmbedding: positions must be integers in "
+                             f"[0, {self._TABLE_MAX})")
+        cos, sin = self._cos_sin(0, int(pos.max()) + 1 if pos.size else 1, x.dtype)
+        cos, sin = cos[pos][:, None], sin[pos][:, None]          # (B, 1, T, D/2)
+        return _rotate_half(x, cos, sin)
 
     def forward(self, q, k, offset=0):
         """(q, k) rotated: q (..., L, D), k (..., S, D), both from position offset."""
@@ -1370,3 +1403,9 @@ class DecoderOnly(Module):
             for layer, kv in zip(self.layers, cache):
                 x = layer(x, kv_cache=kv)
         return self.norm(x, out=x)
+
+
+# The decoder-only LLM layers live in their own file (one concern per file);
+# imported last: they build on the classes above.
+from .nn_decoder import (CausalSelfAttention, DecoderBlock, GatedMLP, MLP,  # noqa: E402
+                         RMSNorm, causal_mask)

