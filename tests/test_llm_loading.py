@@ -10,6 +10,7 @@ import struct
 import numpy as np
 import pytest
 
+import cattn
 from cattn.models import CausalLM, LLMConfig
 from cattn.models.safetensors import Checkpoint, CheckpointError, SafetensorsFile
 
@@ -121,10 +122,13 @@ def test_sharded_bf16_loads_the_same_weights(tmp_path):
 def test_fused_weights_hold_the_checkpoint_tensors(tmp_path):
     t = make_checkpoint(str(tmp_path))
     m = CausalLM.from_pretrained(str(tmp_path))
+    # the Linear weights are packed once at load (nn.pack_weights); state_dict unpacks
     qkv = m.layers[1].self_attn.qkv_proj.weight
+    assert isinstance(qkv, cattn.PackedWeight)
     want = np.concatenate([t[f"model.layers.1.self_attn.{n}_proj.weight"] for n in "qkv"])
-    assert np.array_equal(qkv, want)
-    gu = m.layers[0].mlp.gate_up_proj.weight
+    assert np.array_equal(qkv.unpack(), want)
+    assert np.array_equal(m.state_dict()["layers.1.self_attn.qkv_proj.weight"], want)
+    gu = m.layers[0].mlp.gate_up_proj.weight.unpack()
     assert np.array_equal(gu, np.concatenate([t["model.layers.0.mlp.gate_proj.weight"],
                                               t["model.layers.0.mlp.up_proj.weight"]]))
 

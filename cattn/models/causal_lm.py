@@ -309,7 +309,8 @@ class CausalLM(nn.Module):
         """Load a Hugging Face checkpoint folder: config.json, model.safetensors
         (or its shards and model.safetensors.index.json; float32, float16 or
         bfloat16, read per tensor into float32), generation_config.json and
-        tokenizer.json when present. weights: "float32" (the only kind yet)."""
+        tokenizer.json when present. weights: "float32" (the only kind yet),
+        each nn.Linear's weight packed once (nn.pack_weights)."""
         if weights != "float32":
             raise ValueError(f"CausalLM.from_pretrained: weights={weights!r} is not supported "
                              "yet; use 'float32'")
@@ -321,6 +322,9 @@ class CausalLM(nn.Module):
         keys = (_gpt2_keys if config.architecture == "GPT2LMHeadModel" else _llama_keys)(
             config, ckpt)
         _load(model, ckpt, keys)
+        # every nn.Linear packed once (the same bits): a decode step's one-row
+        # GEMMs stream the packed panels (a tied lm_head stays the embedding)
+        nn.pack_weights(model)
         gen = os.path.join(path, "generation_config.json")
         if os.path.isfile(gen):
             with open(gen, encoding="utf-8") as f:
