@@ -25,7 +25,7 @@ def embed_on_cluster(texts, args):
     cluster = None
     if args.scheduler is None:
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+                               dashboard_address=":0")
     client = Client(cluster if cluster is not None else args.scheduler)
     try:
         emb = embed(texts, args.model, client=client, batch_size=args.batch_size,
