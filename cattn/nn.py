@@ -552,6 +552,21 @@ class RealTokens:
         """Padded rows y (B * L, n) -> the real tokens' rows (T, n)."""
         return y if self.rows is None else y.take(self.rows, axis=0)
 
+    def real_lengths(self):
+        """(B,) int64: each sequence's number of real tokens (its rows are
+        consecutive among the T token rows); None when the key padding mask
+        is a float mask that also adds finite values (not pure padding)."""
+        m = self.key_padding_mask
+        if m is not None and m.dtype != np.bool_ and not np.all(np.isneginf(m) | (m == 0)):
+            return None
+        return self.real.sum(axis=1)
+
+    def right_padded(self):
+        """True when each sequence's real tokens are a prefix of its row
+        (their positions 0..n-1 are the same as in the padded layout)."""
+        n = self.real.sum(axis=1)
+        return bool(np.array_equal(self.real, np.arange(self.L)[None, :] < n[:, None]))
+
 
 def _on_real_tokens(run, src, tokens_kpm, batch_first, dtype, owner):
     """run(x (T, E), tokens) -> (T, E) applied to the real tokens of src
@@ -779,11 +794,15 @@ class MultiheadAttention(Module):
         a RealTokens (B, L). Returns (out (T, E), weights or None).
 
         Q, K and V are projected for the T rows only (one GEMM with
-        in_proj_weight), spread into the padded layout (padding rows zero)
-        where the fused attention runs with tokens.key_padding_mask masking
-        the padding keys (attn_mask (L, L) or (B*H, L, L) and is_causal as in
-        forward); the output projection runs on the T rows again. Real rows
-        equal forward(..., key_padding_mask=tokens.key_padding_mask)'s.
+        in_proj_weight). Without attn_mask, each sequence then attends over
+        its own real tokens alone (one fused attention call per sequence; no
+        padding enters it, so a sequence's rows have the same bits whatever
+        else is in the batch: batch invariance). With an attn_mask (L, L) or
+        (B*H, L, L), the rows are spread into the padded layout (padding
+        rows zero) where the fused attention runs with
+        tokens.key_padding_mask masking the padding keys. The output
+        projection runs on the T rows again. Real rows equal
+        forward(..., key_padding_mask=tokens.key_padding_mask)'s (to rounding).
         need_weights: also the per-head probabilities (B, H, L, L), computed
         beside the fused attention (the output does not depend on it)."""
         owner = "MultiheadAttention"
@@ -799,18 +818,56 @@ class MultiheadAttention(Module):
         if x.shape != (tokens.T, E):
             raise ValueError(f"{owner}: x has shape {x.shape}; expected the (T, E) = "
                              f"{(tokens.T, E)} rows of the real tokens")
-        qkv = tokens.spread(linear(x, self.in_proj_weight, self.in_proj_bias))  # (B*L, 3E)
-        q, k, v = _split_heads(qkv.reshape(B, L, 3 * E), 3, H, True)          # (B, H, L, D)
-        if self.rotary is not None:
-            q, k = self.rotary(q, k)
-        mask, causal = self._sdpa_mask(attn_mask, tokens.key_padding_mask, is_causal, B, L, L,
-                                       True)
-        ctx = np.empty((B, L, E), self.dtype)
-        scaled_dot_product_attention(q, k, v, mask, is_causal=causal,
-                                     out=_split_heads(ctx, 1, H, True)[0])
-        weights = attention_weights(q, k, mask, is_causal=causal) if need_weights else None
-        ctx = tokens.gather(ctx.reshape(B * L, E))                             # (T, E)
+        qkv_rows = linear(x, self.in_proj_weight, self.in_proj_bias)         # (T, 3E)
+        lengths = tokens.real_lengths() if attn_mask is None else None
+        each = lengths is not None and (self.rotary is None or tokens.right_padded())
+        if each:
+            ctx = self._attend_each(qkv_rows, lengths, is_causal)               # (T, E)
+        weights = None
+        if need_weights or not each:
+            qkv = tokens.spread(qkv_rows)                                      # (B*L, 3E)
+            q, k, v = _split_heads(qkv.reshape(B, L, 3 * E), 3, H, True)      # (B, H, L, D)
+            if self.rotary is not None:
+                q, k = self.rotary(q, k)
+            mask, causal = self._sdpa_mask(attn_mask, tokens.key_padding_mask, is_causal,
+                                           B, L, L, True)
+            if need_weights:
+                weights = attention_weights(q, k, mask, is_causal=causal)
+            if not each:
+                ctx = np.empty((B, L, E), self.dtype)
+                scaled_dot_product_attention(q, k, v, mask, is_causal=causal,
+                                             out=_split_heads(ctx, 1, H, True)[0])
+                ctx = tokens.gather(ctx.reshape(B * L, E))                     # (T, E)
         return linear(ctx, self.out_proj.weight, self.out_proj.bias), weights
+
+    def _attend_each(self, qkv_rows, lengths, is_causal):
+        """Attention of each sequence over its own real tokens only: qkv_rows
+        (T, 3E) the projected real tokens (sequence-major, in position
+        order), lengths (B,) their counts -> ctx (T, E). No padding enters
+        the kernel, so a sequence's result has the same bits whatever else
+        is in the batch and however long the batch is padded (batch
+        invariance); masked-out padding keys contribute nothing either way."""
+        E, H = self.embed_dim, self.num_heads
+        ctx = np.empty((qkv_rows.shape[0], E), self.dtype)
+        B, n0 = lengths.size, int(lengths[0]) if lengths.size else 0
+        if B and (lengths == n0).all():          # no padding: one batched call
+            q, k, v = _split_heads(qkv_rows.reshape(B, n0, 3 * E), 3, H, True)
+            if self.rotary is not None:
+                q, k = self.rotary(q, k)
+            scaled_dot_product_attention(q, k, v, None, is_causal=is_causal,
+                                         out=_split_heads(ctx.reshape(B, n0, E), 1, H, True)[0])
+            return ctx
+        start = 0
+        for n in lengths.tolist():
+            if n:
+                q, k, v = _split_heads(qkv_rows[start:start + n].reshape(1, n, 3 * E), 3, H, True)
+                if self.rotary is not None:
+                    q, k = self.rotary(q, k)
+                scaled_dot_product_attention(
+                    q, k, v, None, is_causal=is_causal,
+                    out=_split_heads(ctx[start:start + n].reshape(1, n, E), 1, H, True)[0])
+            start += n
+        return ctx
 
 
 def _mask_array(m, name, dtype, owner):

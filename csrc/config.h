@@ -28,10 +28,11 @@
 #define CATTN_NC_F64 2040
 
 /* Up to this many rows of A, a GEMM with a transposed B (linear layers)
- * runs on the small-M kernel reading the weight rows in place (no packing). */
+ * packs B one (KC x GEMV_CHUNK) block at a time instead of a whole KC x NC
+ * panel (same micro-kernel and order: results do not depend on M). */
 #define CATTN_GEMV_MAX_M 12
 
-/* The small-M GEMM splits the weight rows in fixed chunks of this many
+/* The small-M GEMM splits the weight's columns in fixed chunks of this many
  * (results do not depend on threads), and takes one more thread per this
  * much work (M*N*K). */
 #define CATTN_GEMV_CHUNK 192

@@ -29,11 +29,14 @@ typedef void (*cattn_dotn_f32_t)(float *out, const float *q, const float *K, int
 typedef void (*cattn_dotn_f64_t)(double *out, const double *q, const double *K, int64_t rsk,
                                  int64_t n, int64_t E);
 
-/* small-M GEMM with W in (N, K) layout: C[m*ldc + j] = A[m*lda : +K] · W[j*ldw : +K] */
-typedef void (*cattn_gemv_tn_f32_t)(float *C, int64_t ldc, const float *A, int64_t lda,
-                                    int64_t M, const float *W, int64_t ldw, int64_t n, int64_t K);
-typedef void (*cattn_gemv_tn_f64_t)(double *C, int64_t ldc, const double *A, int64_t lda,
-                                    int64_t M, const double *W, int64_t ldw, int64_t n, int64_t K);
+/* few-row GEMM against a weight W (N, K) read in place, in the blocked
+ * path's order (float32; NULL: the driver packs W and runs the micro-kernel):
+ *   c[i*ldc + j] = sum over KC blocks, in order, of the block's FMA chain
+ *                  sum_{p in block} at[p*mp + i] * w[j*ldw + p]
+ * for i < mp, j < n. at: A^T, (K, mp), mp 1 or a multiple of 8 (zero past M).
+ * Each c equals what the micro-kernel gives on packed panels, bit for bit. */
+typedef void (*cattn_rows_tn_f32_t)(float *c, int64_t ldc, const float *at, int64_t mp,
+                                    const float *w, int64_t ldw, int64_t n, int64_t K);
 
 /* transposing pack into NR = 16 wide panels (float32; NULL: scalar packing):
  *   dst[jp][p][j] = src[(jp*16 + j)*ld + p] * scale for rows < rows, 0 up to rows_pad */
@@ -98,9 +101,8 @@ typedef struct {
     cattn_ukr_f64_t ukr_f64;
     cattn_dotn_f32_t dotn_f32;
     cattn_dotn_f64_t dotn_f64;
-    cattn_gemv_tn_f32_t gemv_tn_f32;
-    cattn_gemv_tn_f64_t gemv_tn_f64;
     cattn_pack_t16_f32_t pack_t16_f32;
+    cattn_rows_tn_f32_t rows_tn_f32;
     cattn_smx_row_f32_t softmax_row_f32;
     cattn_smx_row_f64_t softmax_row_f64;
     cattn_smx_cols_f32_t softmax_cols_f32;

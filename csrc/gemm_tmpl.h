@@ -1,7 +1,7 @@
 /* gemm_tmpl.h — the blocked GEMM driver, written once for T = float and
  * T = double. Included by gemm.c with these macros defined:
  *   T, SFX (f32/f64), MR, NR, KC, MC, NC, and the dispatch entries
- *   UKR, GEMV_TN, ACT (and PACK_BT for float).
+ *   UKR, ACT, ROWS_TN (NULL-able; NULL for double) and PACK_BT (float).
  *
  * C[M,N] = A[M,K] · B[K,N]   (+ bias[N], act)
  * Loops (BLIS): jc (NC) -> pc (KC) -> pack B -> ic (MC) -> pack A
@@ -194,27 +194,40 @@ static int FN(gemm_threads)(int64_t M, int64_t N, int64_t K, int n_threads)
 #endif
 }
 
-/* Few rows of A against a transposed B (a linear layer's weight, rsb == 1):
- * C[i,j] = A[i,:] · Bt[j,:] (+ bias, act), by the small-M kernel reading
- * the weight rows in place: no packing, the weight read once. Columns are
- * split in fixed chunks of GEMV_CHUNK, so any thread count gives the same
- * bits. A rows with csa != 1 are gathered to `arows`. tmp: (M, GEMV_CHUNK). */
+/* Few rows of A (M <= GEMV_MAX_M) against a transposed B (a linear
+ * layer's weight W (N, K), rsb == 1), without packing a whole KC x NC
+ * panel of B:
+ *   C[i, j0:j0+n] = A[i, :] · W[j0:j0+n, :]^T (+ bias, act)
+ * for fixed chunks of n = GEMV_CHUNK columns (threads take whole chunks).
+ * Every output takes the blocked path's accumulation order (the same
+ * micro-kernel arithmetic, K blocks and epilogue), so a row gives the same
+ * bits alone or among 4096 rows (batch invariance), for any thread count:
+ *  - ROWS_TN (an ISA's few-row kernel) reads W in place, with A^T as `a`;
+ *  - else each chunk's B is packed one KC block at a time (kc x n, in L2)
+ *    for the micro-kernel, with A as `a`.
+ * a: (MP, K) A rows or (K, MP) A^T, zero past row M; bp: (KC, GEMV_LD)
+ * packed panels; tmp: (MP, GEMV_LD). */
 #define GEMV_CHUNK CATTN_GEMV_CHUNK
-static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, T *arows, T *tmp)
+#define GEMV_LD ((GEMV_CHUNK + NR - 1) / NR * NR)
+static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, const T *a, int64_t MP,
+                           T *bp, T *tmp)
 {
-    const int64_t n = cattn_min64(GEMV_CHUNK, g->N - j0), M = g->M, K = g->K;
-    const T *a = g->A;
-    int64_t lda = g->rsa;
-    if (g->csa != 1) {
-        const int64_t ld = cattn_round_up(K, 16);
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t p = 0; p < K; p++) arows[i * ld + p] = g->A[i * g->rsa + p * g->csa];
-        a = arows;
-        lda = ld;
+    const int64_t n = cattn_min64(GEMV_CHUNK, g->N - j0), npan = cattn_cdiv(n, NR);
+    const int64_t M = g->M, K = g->K;
+    if (ROWS_TN) {
+        ROWS_TN(tmp, GEMV_LD, a, MP, g->B + j0 * g->csb, g->csb, n, K);
+    } else {
+        for (int64_t pc = 0; pc < K; pc += KC) {                   /* pc */
+            const int64_t kc = cattn_min64(KC, K - pc);
+            FN(cattn_pack_b)(bp, g->B + pc * g->rsb + j0 * g->csb, g->rsb, g->csb, kc, n);
+            for (int64_t jp = 0; jp < npan; jp++)                   /* jr */
+                for (int64_t i = 0; i < MP; i += MR)               /* ir */
+                    UKR(kc, a + i * K + pc, 1, K, bp + jp * NR * kc, NR,
+                        tmp + i * GEMV_LD + jp * NR, GEMV_LD, pc > 0);
+        }
     }
-    GEMV_TN(tmp, GEMV_CHUNK, a, lda, M, g->B + j0 * g->csb, g->csb, n, K);
-    for (int64_t i = 0; i < M; i++) {
-        T *t = tmp + i * GEMV_CHUNK;
+    for (int64_t i = 0; i < M; i++) {      /* the blocked path's epilogue */
+        T *t = tmp + i * GEMV_LD;
         T *c = g->C + i * g->rsc + j0 * g->csc;
         if (g->bias)
             for (int64_t j = 0; j < n; j++) t[j] += g->bias[j0 + j];
@@ -225,17 +238,23 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, T *arows, T *tmp)
 
 static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
 {
-    const int64_t nch = cattn_cdiv(g->N, GEMV_CHUNK);
-    const int nt = cattn_threads_for((double)g->M * g->N * g->K, CATTN_GEMV_WORK_PER_THREAD,
+    const int64_t nch = cattn_cdiv(g->N, GEMV_CHUNK), M = g->M, K = g->K;
+    const int rows_tn = ROWS_TN != NULL;
+    const int64_t MP = rows_tn ? (M == 1 ? 1 : cattn_round_up(M, 8)) : cattn_round_up(M, MR);
+    const int nt = cattn_threads_for((double)M * g->N * K, CATTN_GEMV_WORK_PER_THREAD,
                                      nch, n_threads);
-    const size_t ar = g->csa != 1 ? (size_t)(g->M * cattn_round_up(g->K, 16)) : 0;
-    const size_t per = cattn_round_up(ar + (size_t)g->M * GEMV_CHUNK, 16);
-    T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
+    const size_t asz = cattn_round_up((size_t)(MP * K), 16);
+    const size_t bsz = rows_tn ? 0 : (size_t)cattn_min64(KC, K) * GEMV_LD;
+    const size_t per = cattn_round_up(bsz + (size_t)MP * GEMV_LD, 16);
+    T *buf = cattn_aligned_alloc(sizeof(T) * (asz + per * nt));
     if (!buf) return CATTN_ENOMEM;
+    for (int64_t i = 0; i < MP; i++)            /* A (or A^T), zero rows past M */
+        for (int64_t p = 0; p < K; p++)
+            buf[rows_tn ? p * MP + i : i * K + p] = i < M ? g->A[i * g->rsa + p * g->csa] : (T)0;
     CATTN_OMP(omp parallel for num_threads(nt) schedule(static) if (nt > 1))
     for (int64_t c = 0; c < nch; c++) {
-        T *w = buf + per * CATTN_TID();
-        FN(gemv_chunk)(g, c * GEMV_CHUNK, w, w + ar);
+        T *w = buf + asz + per * CATTN_TID();
+        FN(gemv_chunk)(g, c * GEMV_CHUNK, buf, MP, w + MP * GEMV_LD, w);
     }
     cattn_aligned_free(buf);
     return CATTN_OK;
@@ -306,6 +325,7 @@ int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
 }
 
 #undef GEMV_CHUNK
+#undef GEMV_LD
 /* the includer's parameters */
 #undef T
 #undef SFX
@@ -315,6 +335,6 @@ int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
 #undef MC
 #undef NC
 #undef UKR
-#undef GEMV_TN
 #undef ACT
+#undef ROWS_TN
 #undef PACK_BT

@@ -119,3 +119,42 @@ def test_bad_inputs():
         cattn.linear(x, w, out=np.empty((5, 4), np.float32))
     with pytest.raises(ValueError, match="overlaps an input"):
         cattn.linear(x[:, :3], np.ones((3, 3), np.float32), out=x[:, :3])
+
+
+# ---- row invariance: a row's result never depends on the other rows -------------------
+# Few rows (<= 12) take the small-M path, many rows the packed blocked path;
+# both accumulate every output in the same order (the micro-kernel's FMA
+# chain per KC block, blocks in order, then the epilogue), so a row of x
+# gives the same bits alone, in any slice, or among hundreds of rows.
+# K = 600 spans three KC = 256 blocks with a ragged tail; N = 203 leaves
+# ragged NR = 16 / 8 panels and GEMV_CHUNK = 192 chunks.
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("activation", [None, "gelu"])
+def test_rows_are_batch_invariant(rng, dtype, activation):
+    M, N, K = 300, 203, 600
+    x = randn(rng, (M, K), dtype)
+    w = randn(rng, (N, K), dtype) / np.sqrt(K)
+    b = randn(rng, (N,), dtype)
+    full = cattn.linear(x, w, b, activation=activation)
+    check_linear(full, x, w, b, activation)              # and it is right
+    for m in list(range(1, 14)) + [17, 40, 150]:
+        for i0 in (0, 5, M - m):
+            part = cattn.linear(x[i0:i0 + m], w, b, activation=activation)
+            np.testing.assert_array_equal(part, full[i0:i0 + m], err_msg=f"rows {i0}:{i0 + m}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_are_batch_invariant_for_any_threads_and_layout(rng, dtype):
+    M, N, K = 64, 77, 300
+    x = randn(rng, (M, 2 * K), dtype)[:, ::2]             # strided rows of A
+    w = randn(rng, (N, K), dtype)
+    with cattn.num_threads(2):
+        full = cattn.linear(x, w)
+        pair = cattn.linear(x[3:5], w)
+    with cattn.num_threads(1):
+        one = cattn.linear(x[7], w)                        # a 1-D x: one row
+        via_matmul = cattn.matmul(x[9:11], w.T)            # B = W^T: the same paths
+    np.testing.assert_array_equal(pair, full[3:5])
+    np.testing.assert_array_equal(one, full[7])
+    np.testing.assert_array_equal(via_matmul, full[9:11])

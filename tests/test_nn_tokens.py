@@ -3,11 +3,13 @@ skip_padding=True)): against the full path of the same module, and against
 torch.nn.TransformerEncoderLayer / TransformerEncoder with
 src_key_padding_mask where torch is installed.
 
-What is compared: real positions only, within float tolerance (the token
-rows go through the same ops as in the full path, but GEMMs of another row
-count may take another blocking, so not bitwise). Padding positions of the
-tokens path are exactly 0 (documented), and a sequence that is all padding
-is all 0; no padding at all is the full path itself (bitwise).
+What is compared: real positions only, within float tolerance (the full
+path runs attention over the padded length, the tokens path over each
+sequence's own tokens, so not bitwise). Padding positions of the tokens
+path are exactly 0 (documented), and a sequence that is all padding is all
+0; no padding at all is the full path itself (bitwise). Batch invariance:
+on the tokens path a sequence's rows have the same bits alone and in any
+padded batch.
 """
 import numpy as np
 import pytest
@@ -75,6 +77,37 @@ def test_real_tokens_float_mask_and_errors():
         nn.RealTokens(2, 3, np.zeros((3, 2), bool))
     with pytest.raises(TypeError, match="int64"):
         nn.RealTokens(1, 3, np.zeros((1, 3), np.int64))
+
+
+# ---- batch invariance ---------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("rotary, causal", [(False, False), (True, True)])
+def test_tokens_path_is_batch_invariant(rng, dtype, rotary, causal):
+    """A sequence's output rows: the same bits alone (no padding) as in
+    padded batches of other sizes and lengths (the GEMMs are row-invariant,
+    and attention runs on each sequence's own tokens)."""
+    enc = nn.TransformerEncoder(_layer(dtype, norm_first=True), 2)
+    if rotary:
+        for layer in enc.layers:
+            layer.self_attn.rotary = nn.RotaryEmbedding(E // H)
+    lengths = [7, 1, 13, 4, 9, 200, 2]       # 200: attention past one key block
+    x = [rng.standard_normal((n, E)).astype(dtype) for n in lengths]
+
+    def run(batch):
+        L = max(lengths[i] for i in batch)
+        xs = np.zeros((len(batch), L, E), dtype)
+        for r, i in enumerate(batch):
+            xs[r, :lengths[i]] = x[i]
+        pad = _pad_mask([lengths[i] for i in batch], L)
+        t = nn.RealTokens(len(batch), L, pad)
+        rows, _ = enc.forward_tokens(t.pack(xs), t, is_causal=causal)
+        return np.split(rows, np.cumsum([lengths[i] for i in batch])[:-1])
+
+    alone = [run([i])[0] for i in range(len(lengths))]
+    for batch in ([0, 1, 2, 3, 4, 5, 6], [6, 3, 0], [5, 1], [2, 4, 3, 1]):
+        for i, got in zip(batch, run(batch)):
+            np.testing.assert_array_equal(got, alone[i], err_msg=f"sequence {i} in {batch}")
 
 
 # ---- tokens path vs full path -------------------------------------------------------

@@ -1,5 +1,6 @@
 /* kernels/avx2/gemm.c — AVX2/FMA kernels of the GEMM family: the exported
- * micro-kernel (ukr.h, with a prefetch of the C rows), multi-row dots, the small-M GEMM and the
+ * micro-kernel (ukr.h, with a prefetch of the C rows), multi-row dots, the
+ * few-row GEMM and the
  * transposing pack. Compiled with -mavx2 -mfma only; used only after cpu.c
  * has seen both features.
  */
@@ -95,78 +96,109 @@ void cattn_dotn_avx2_f64(double *out, const double *q, const double *K, int64_t 
 }
 
 
-/* Small-M GEMM against a weight in (N, K) layout, no packing:
- *   C[m*ldc + j] = A[m*lda : +K] · W[j*ldw : +K]   for m < M, j < n
- * 2 rows of A x 6 rows of W per pass (12 ymm accumulators: per 8-wide k
- * step 2 + 6 loads and 12 FMAs, the micro-kernel's ratio); each 6-row W
- * group is reused from L1 across all A rows. Every C element is reduced in
- * the same lane order (hsum8), whatever M, so row grouping changes no bits. */
-void cattn_gemv_tn_avx2_f32(float *C, int64_t ldc, const float *A, int64_t lda, int64_t M,
-                            const float *W, int64_t ldw, int64_t n, int64_t K)
+/* Few-row GEMM against a weight read in place (contract in dispatch.h):
+ *   c[i*ldc + j] = sum_{KC blocks} (FMA chain over the block's p of
+ *                  at[p*mp + i] * w[j*ldw + p]),   i < mp, j < n
+ * Lanes are the rows i of A (A^T: 8 rows per vector), 8 weight rows j at a
+ * time are broadcast from memory: 8 independent FMA chains, each in
+ * increasing p from zero per KC block, blocks added in order (block sum +
+ * total), which is exactly the micro-kernel's arithmetic on packed panels.
+ * So a row of A gets the same bits here as in a 4096-row GEMM. */
+/* One row of A (mp = 1): lanes are 8 weight rows j instead, 4 such groups
+ * at a time; each 8 x 8 block of W (8 rows, 8 p) is transposed in
+ * registers, then one FMA per p in increasing p: the same chains. */
+static inline void transpose8_ps(__m256 r[8])
 {
-    const int64_t K8 = K & ~(int64_t)7;
-    const __m256 z = _mm256_setzero_ps();
-    for (int64_t j0 = 0; j0 < n; j0 += 6) {
-        const int64_t nj = cattn_min64(6, n - j0);
-        const float *w0 = W + j0 * ldw;
-        const float *w1 = W + (j0 + (nj > 1)) * ldw, *w2 = W + (j0 + 2 * (nj > 2)) * ldw,
-                    *w3 = W + (j0 + 3 * (nj > 3)) * ldw, *w4 = W + (j0 + 4 * (nj > 4)) * ldw,
-                    *w5 = W + (j0 + 5 * (nj > 5)) * ldw;
-        for (int64_t m0 = 0; m0 < M; m0 += 2) {
-            const int two = m0 + 1 < M;
-            const float *a0 = A + m0 * lda, *a1 = A + (m0 + two) * lda;
-            __m256 p0 = z, p1 = z, p2 = z, p3 = z, p4 = z, p5 = z;
-            __m256 q0 = z, q1 = z, q2 = z, q3 = z, q4 = z, q5 = z;
-            for (int64_t e = 0; e < K8; e += 8) {
-                const __m256 x0 = _mm256_loadu_ps(a0 + e), x1 = _mm256_loadu_ps(a1 + e);
-                __m256 wv;
-                wv = _mm256_loadu_ps(w0 + e); p0 = _mm256_fmadd_ps(x0, wv, p0); q0 = _mm256_fmadd_ps(x1, wv, q0);
-                wv = _mm256_loadu_ps(w1 + e); p1 = _mm256_fmadd_ps(x0, wv, p1); q1 = _mm256_fmadd_ps(x1, wv, q1);
-                wv = _mm256_loadu_ps(w2 + e); p2 = _mm256_fmadd_ps(x0, wv, p2); q2 = _mm256_fmadd_ps(x1, wv, q2);
-                wv = _mm256_loadu_ps(w3 + e); p3 = _mm256_fmadd_ps(x0, wv, p3); q3 = _mm256_fmadd_ps(x1, wv, q3);
-                wv = _mm256_loadu_ps(w4 + e); p4 = _mm256_fmadd_ps(x0, wv, p4); q4 = _mm256_fmadd_ps(x1, wv, q4);
-                wv = _mm256_loadu_ps(w5 + e); p5 = _mm256_fmadd_ps(x0, wv, p5); q5 = _mm256_fmadd_ps(x1, wv, q5);
-            }
-            float s0[8], s1[8];
-            _mm256_storeu_ps(s0, hsum8_ps(p0, p1, p2, p3, p4, p5, z, z));
-            _mm256_storeu_ps(s1, hsum8_ps(q0, q1, q2, q3, q4, q5, z, z));
-            const float *wr[6] = {w0, w1, w2, w3, w4, w5};
-            for (int r = 0; r < nj; r++) {                                    /* tail */
-                for (int64_t e = K8; e < K; e++) { s0[r] += a0[e] * wr[r][e]; s1[r] += a1[e] * wr[r][e]; }
-                C[m0 * ldc + j0 + r] = s0[r];
-                if (two) C[(m0 + 1) * ldc + j0 + r] = s1[r];
-            }
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]),
+                 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]),
+                 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]),
+                 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20); r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20); r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31); r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31); r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+static void rows_tn1_avx2_f32(float *c, const float *a, const float *w, int64_t ldw,
+                              int64_t n, int64_t K)
+{
+    for (int64_t j0 = 0; j0 < n; j0 += 32) {
+        const float *wr[32];                     /* rows past n repeat row j0 */
+        for (int r = 0; r < 32; r++) wr[r] = w + (j0 + (j0 + r < n ? r : 0)) * ldw;
+        __m256 tot[4];
+        for (int64_t pc = 0; pc < K; pc += CATTN_KC_F32) {
+            const int64_t p1 = cattn_min64(K, pc + CATTN_KC_F32);
+            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
+                             _mm256_setzero_ps(), _mm256_setzero_ps()};
+            int64_t p = pc;
+            for (; p + 8 <= p1; p += 8)
+                for (int g = 0; g < 4; g++) {
+                    __m256 r[8];
+                    for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(wr[8 * g + q] + p);
+                    transpose8_ps(r);                       /* r[q]: W[j0+8g.., p+q] */
+                    for (int q = 0; q < 8; q++)
+                        acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + p + q), r[q], acc[g]);
+                }
+            for (; p < p1; p++)                                         /* K tail */
+                for (int g = 0; g < 4; g++) {
+                    const float *const *v = wr + 8 * g;
+                    const __m256 col = _mm256_setr_ps(v[0][p], v[1][p], v[2][p], v[3][p],
+                                                      v[4][p], v[5][p], v[6][p], v[7][p]);
+                    acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + p), col, acc[g]);
+                }
+            for (int g = 0; g < 4; g++) tot[g] = pc ? _mm256_add_ps(acc[g], tot[g]) : acc[g];
         }
+        float t[32];
+        for (int g = 0; g < 4; g++) _mm256_storeu_ps(t + 8 * g, tot[g]);
+        for (int64_t j = 0; j < cattn_min64(32, n - j0); j++) c[j0 + j] = t[j];
     }
 }
 
-void cattn_gemv_tn_avx2_f64(double *C, int64_t ldc, const double *A, int64_t lda, int64_t M,
-                            const double *W, int64_t ldw, int64_t n, int64_t K)
+void cattn_rows_tn_avx2_f32(float *c, int64_t ldc, const float *at, int64_t mp,
+                            const float *w, int64_t ldw, int64_t n, int64_t K)
 {
-    const int64_t K4 = K & ~(int64_t)3;
-    for (int64_t j0 = 0; j0 < n; j0 += 6) {
-        const int64_t nj = cattn_min64(6, n - j0);
-        const double *wr[6];
-        for (int r = 0; r < 6; r++) wr[r] = W + (j0 + (r < nj ? r : 0)) * ldw;
-        for (int64_t m0 = 0; m0 < M; m0 += 2) {
-            const int two = m0 + 1 < M;
-            const double *a0 = A + m0 * lda, *a1 = A + (m0 + two) * lda;
-            __m256d p[6], q[6];
-            for (int r = 0; r < 6; r++) p[r] = q[r] = _mm256_setzero_pd();
-            for (int64_t e = 0; e < K4; e += 4) {
-                const __m256d x0 = _mm256_loadu_pd(a0 + e), x1 = _mm256_loadu_pd(a1 + e);
-                for (int r = 0; r < 6; r++) {
-                    const __m256d wv = _mm256_loadu_pd(wr[r] + e);
-                    p[r] = _mm256_fmadd_pd(x0, wv, p[r]);
-                    q[r] = _mm256_fmadd_pd(x1, wv, q[r]);
+    if (mp == 1) {
+        rows_tn1_avx2_f32(c, at, w, ldw, n, K);
+        return;
+    }
+    for (int64_t j0 = 0; j0 < n; j0 += 8) {
+        const int64_t nj = cattn_min64(8, n - j0);
+        const float *w0 = w + j0 * ldw;          /* rows past n repeat row j0 */
+        const float *w1 = w0 + (nj > 1) * ldw, *w2 = w0 + 2 * (nj > 2) * ldw,
+                    *w3 = w0 + 3 * (nj > 3) * ldw, *w4 = w0 + 4 * (nj > 4) * ldw,
+                    *w5 = w0 + 5 * (nj > 5) * ldw, *w6 = w0 + 6 * (nj > 6) * ldw,
+                    *w7 = w0 + 7 * (nj > 7) * ldw;
+        for (int64_t l0 = 0; l0 < mp; l0 += 8) {
+            float tot[8][8] __attribute__((aligned(32)));      /* [j][lane i] */
+            for (int64_t pc = 0; pc < K; pc += CATTN_KC_F32) {
+                const int64_t p1 = cattn_min64(K, pc + CATTN_KC_F32);
+                __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0,
+                       s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+                const float *a = at + pc * mp + l0;
+#pragma GCC unroll 4
+                for (int64_t p = pc; p < p1; p++, a += mp) {
+                    const __m256 av = _mm256_loadu_ps(a);
+                    s0 = _mm256_fmadd_ps(av, _mm256_broadcast_ss(w0 + p), s0);
+                    s1 = _mm256_fmadd_ps(av, _mm256_broadcast_ss(w1 + p), s1);
+                    s2 = _mm256_fmadd_ps(av, _mm256_broadcast_ss(w2 + p), s2);
+                    s3 = _mm256_fmadd_ps(av, _mm256_broadcast_ss(w3 + p), s3);
+                    s4 = _mm256_fmadd_ps(av, _mm256_broadcast_ss(w4 + p), s4);
+                    s5 = _mm256_fmadd_ps(av, _mm256_broadcast_ss(w5 + p), s5);
+                    s6 = _mm256_fmadd_ps(av, _mm256_broadcast_ss(w6 + p), s6);
+                    s7 = _mm256_fmadd_ps(av, _mm256_broadcast_ss(w7 + p), s7);
+                }
+                const __m256 s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+                for (int j = 0; j < 8; j++) {
+                    const __m256 t = pc ? _mm256_add_ps(s[j], _mm256_load_ps(tot[j])) : s[j];
+                    _mm256_store_ps(tot[j], t);
                 }
             }
-            for (int r = 0; r < nj; r++) {
-                double s0 = hsum_pd(p[r]), s1 = hsum_pd(q[r]);
-                for (int64_t e = K4; e < K; e++) { s0 += a0[e] * wr[r][e]; s1 += a1[e] * wr[r][e]; }
-                C[m0 * ldc + j0 + r] = s0;
-                if (two) C[(m0 + 1) * ldc + j0 + r] = s1;
-            }
+            for (int i = 0; i < 8; i++)
+                for (int64_t j = 0; j < nj; j++) c[(l0 + i) * ldc + j0 + j] = tot[j][i];
         }
     }
 }

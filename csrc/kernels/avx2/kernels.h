@@ -11,10 +11,6 @@ void cattn_ukr_avx2_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
                        const double *b, int64_t ldb, double *c, int64_t ldc, int acc);
 void cattn_dotn_avx2_f32(float *out, const float *q, const float *K, int64_t rsk, int64_t n, int64_t E);
 void cattn_dotn_avx2_f64(double *out, const double *q, const double *K, int64_t rsk, int64_t n, int64_t E);
-void cattn_gemv_tn_avx2_f32(float *C, int64_t ldc, const float *A, int64_t lda, int64_t M,
-                           const float *W, int64_t ldw, int64_t n, int64_t K);
-void cattn_gemv_tn_avx2_f64(double *C, int64_t ldc, const double *A, int64_t lda, int64_t M,
-                           const double *W, int64_t ldw, int64_t n, int64_t K);
 void cattn_softmax_row_avx2_f32(float *y, const float *x, int64_t n, int logsm);
 void cattn_softmax_row_avx2_f64(double *y, const double *x, int64_t n, int logsm);
 void cattn_softmax_cols_avx2_f32(float *y, int64_t ys, const float *x, int64_t xs,
@@ -33,6 +29,8 @@ void cattn_exp_avx2_f32(float *y, const float *x, int64_t n, int nonpos);
 void cattn_exp_avx2_f64(double *y, const double *x, int64_t n, int nonpos);
 extern const cattn_attn_kernels cattn_attn_avx2_f32;
 extern const cattn_attn_kernels cattn_attn_avx2_f64;
+void cattn_rows_tn_avx2_f32(float *c, int64_t ldc, const float *at, int64_t mp,
+                            const float *w, int64_t ldw, int64_t n, int64_t K);
 void cattn_pack_t16_avx2_f32(float *dst, const float *src, int64_t ld, int64_t rows,
                              int64_t rows_pad, int64_t k, float scale);
 

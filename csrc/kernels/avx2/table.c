@@ -11,9 +11,8 @@ void cattn_kernels_avx2(cattn_dispatch_t *kt)
     kt->ukr_f64 = cattn_ukr_avx2_f64;
     kt->dotn_f32 = cattn_dotn_avx2_f32;
     kt->dotn_f64 = cattn_dotn_avx2_f64;
-    kt->gemv_tn_f32 = cattn_gemv_tn_avx2_f32;
-    kt->gemv_tn_f64 = cattn_gemv_tn_avx2_f64;
     kt->pack_t16_f32 = cattn_pack_t16_avx2_f32;
+    kt->rows_tn_f32 = cattn_rows_tn_avx2_f32;
     kt->softmax_row_f32 = cattn_softmax_row_avx2_f32;
     kt->softmax_row_f64 = cattn_softmax_row_avx2_f64;
     kt->softmax_cols_f32 = cattn_softmax_cols_avx2_f32;

@@ -1,5 +1,5 @@
-/* kernels/ref/gemm.c — the portable micro-kernel, multi-row dots and
- * small-M GEMM for float and double (any CPU; the forced fallback). */
+/* kernels/ref/gemm.c — the portable micro-kernel and multi-row dots
+ * for float and double (any CPU; the forced fallback). */
 #include "../../dispatch.h"
 #include "kernels.h"
 

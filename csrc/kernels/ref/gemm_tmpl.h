@@ -29,13 +29,6 @@ void FN(cattn_dotn_ref)(T *out, const T *q, const T *K, int64_t rsk, int64_t n, 
     }
 }
 
-/* C[m*ldc + j] = A[m*lda : +K] · W[j*ldw : +K] */
-void FN(cattn_gemv_tn_ref)(T *C, int64_t ldc, const T *A, int64_t lda, int64_t M,
-                           const T *W, int64_t ldw, int64_t n, int64_t K)
-{
-    for (int64_t m = 0; m < M; m++) FN(cattn_dotn_ref)(C + m * ldc, A + m * lda, W, ldw, n, K);
-}
-
 /* the includer's parameters */
 #undef T
 #undef SFX

@@ -11,10 +11,6 @@ void cattn_ukr_ref_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
                        const double *b, int64_t ldb, double *c, int64_t ldc, int acc);
 void cattn_dotn_ref_f32(float *out, const float *q, const float *K, int64_t rsk, int64_t n, int64_t E);
 void cattn_dotn_ref_f64(double *out, const double *q, const double *K, int64_t rsk, int64_t n, int64_t E);
-void cattn_gemv_tn_ref_f32(float *C, int64_t ldc, const float *A, int64_t lda, int64_t M,
-                           const float *W, int64_t ldw, int64_t n, int64_t K);
-void cattn_gemv_tn_ref_f64(double *C, int64_t ldc, const double *A, int64_t lda, int64_t M,
-                           const double *W, int64_t ldw, int64_t n, int64_t K);
 void cattn_softmax_row_ref_f32(float *y, const float *x, int64_t n, int logsm);
 void cattn_softmax_row_ref_f64(double *y, const double *x, int64_t n, int logsm);
 void cattn_softmax_cols_ref_f32(float *y, int64_t ys, const float *x, int64_t xs,

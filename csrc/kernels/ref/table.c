@@ -8,8 +8,6 @@ void cattn_kernels_ref(cattn_dispatch_t *kt)
     kt->ukr_f64 = cattn_ukr_ref_f64;
     kt->dotn_f32 = cattn_dotn_ref_f32;
     kt->dotn_f64 = cattn_dotn_ref_f64;
-    kt->gemv_tn_f32 = cattn_gemv_tn_ref_f32;
-    kt->gemv_tn_f64 = cattn_gemv_tn_ref_f64;
     kt->pack_t16_f32 = NULL;                       /* the driver's scalar packing */
     kt->softmax_row_f32 = cattn_softmax_row_ref_f32;
     kt->softmax_row_f64 = cattn_softmax_row_ref_f64;
