@@ -59,7 +59,11 @@ try:
     import dask
     import dask.array as da
     import dask.bag as db
+    from dask.base import tokenize
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
     from dask.system import CPU_COUNT
+    from dask.task_spec import DataNode, Task, TaskRef
 except ImportError:
     raise ImportError("cattn.distributed needs Dask: pip install 'cattn[distributed]' "
                       "(or: pip install 'dask[distributed,dataframe]')") from None
@@ -237,6 +241,25 @@ def _partitions(texts, partition_size):
     return parts, [len(p) for p in parts]
 
 
+def _blocks_array(parts, lengths, E, args):
+    """The (N, E) dask array whose block i IS partition i's encode task (no
+    pass-through tasks between a block and its chunk: a finished block is
+    ready at once, and save_npy gathers exactly the encode tasks)."""
+    if not parts:
+        return da.zeros((0, E), np.float32)
+    name = "cattn-embed-" + tokenize(parts, lengths, E, args)
+    layer, deps = {}, []
+    for i, part in enumerate(parts):
+        if isinstance(part, Delayed):
+            deps.append(part)
+            part = TaskRef(part.key)
+        else:
+            part = DataNode(None, part)
+        layer[(name, i, 0)] = Task((name, i, 0), _encode_partition, part, *args)
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
+    return da.Array(graph, name, chunks=(tuple(lengths), (E,)), dtype=np.float32)
+
+
 def embed(texts, model=None, *, weights="float32", batch_size=32, client=None,
           partition_size=DEFAULT_PARTITION_SIZE, normalize_embeddings=None, threads=None,
           compute=False):
@@ -273,11 +296,8 @@ def embed(texts, model=None, *, weights="float32", batch_size=32, client=None,
         from ._threads import _check_n
         threads = _check_n(threads, "embed")
     E = _embedding_dim(model, weights, client)
-    task = dask.delayed(_encode_partition, pure=True)
-    blocks = [da.from_delayed(task(p, model, weights, int(batch_size), normalize_embeddings,
-                                   threads), shape=(n, E), dtype=np.float32)
-              for p, n in zip(parts, lengths)]
-    out = da.concatenate(blocks, axis=0) if blocks else da.zeros((0, E), np.float32)
+    out = _blocks_array(parts, lengths, E, (model, weights, int(batch_size),
+                                            normalize_embeddings, threads))
     if compute:
         return client.compute(out).result() if client is not None else out.compute()
     return out

@@ -92,7 +92,7 @@ def test_bag_with_empty_and_single_partitions(client, want):
     parts = [TEXTS[:10], [], TEXTS[10:11], TEXTS[11:30], [], TEXTS[30:]]
     bag = db.from_delayed([dask.delayed(list)(p) for p in parts])
     emb = cd.embed(bag, client=client)
-    assert emb.chunks[0] == (10, 1, 19, 13)                 # an empty partition: no chunk
+    assert emb.chunks[0] == (10, 0, 1, 19, 0, 13)           # one chunk per partition
     same_bits(emb.compute(), want)
     lazy = db.from_sequence(TEXTS, partition_size=5).map(str.strip).map(lambda s: s)
     same_bits(cd.embed(lazy, client=client).compute(),
@@ -107,7 +107,7 @@ def test_dataframe_column(client, want):
     frames[1] = frames[0].iloc[:0]                           # an empty partition
     ddf = dd.from_delayed([dask.delayed(f) for f in frames], meta=frames[0].iloc[:0])
     emb = cd.embed(ddf, client=client)                       # a one-column frame
-    assert emb.chunks[0] == (20, 1, 22)
+    assert emb.chunks[0] == (20, 0, 1, 22)
     same_bits(emb.compute(), want)
     with pytest.raises(ValueError, match="one column"):
         cd.embed(df, client=client)
