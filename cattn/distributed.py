@@ -208,15 +208,26 @@ def _embedding_dim(model, weights, client):
     return int(_model_dim(model, weights))
 
 
-def _partitions(texts, partition_size):
+def _lengths(parts, client):
+    """The lengths of delayed partitions (one pass over the data, on the client's
+    cluster or dask's local scheduler)."""
+    counts = [dask.delayed(_count)(p) for p in parts]
+    got = client.compute(counts, sync=True) if client is not None else dask.compute(*counts)
+    return [int(n) for n in got]
+
+
+def _count(part):
+    return len(_texts_of(part))
+
+
+def _partitions(texts, partition_size, client):
     """texts -> (list of P partitions (lists or delayed objects), their lengths)."""
     if isinstance(texts, str):
         raise TypeError("embed: texts must be a list of strings, a dask bag or a dask "
                         "dataframe column, not one string")
     if isinstance(texts, db.Bag):
         parts = texts.to_delayed(optimize_graph=True)
-        lengths = texts.map_partitions(lambda p: [len(_texts_of(p))]).compute()
-        return parts, [int(n) for n in lengths]
+        return parts, _lengths(parts, client)
     try:
         import dask.dataframe as dd
     except ImportError:
@@ -228,8 +239,7 @@ def _partitions(texts, partition_size):
                                  f"{list(texts.columns)}; pass the column: df['text']")
             texts = texts[texts.columns[0]]
         parts = texts.to_delayed()
-        lengths = dask.compute(*[dask.delayed(len)(p) for p in parts])
-        return parts, [int(n) for n in lengths]
+        return parts, _lengths(parts, client)
     if hasattr(texts, "__dask_graph__"):
         raise TypeError(f"embed: texts of type {type(texts).__name__} are not supported; pass "
                         "a list, a dask bag or a dask dataframe column")
@@ -286,7 +296,7 @@ def embed(texts, model=None, *, weights="float32", batch_size=32, client=None,
         raise ValueError(f"embed: batch_size must be a positive int, got {batch_size!r}")
     model, weights = _check_model(model), _check_weights(weights)
     client = _default_client(client)
-    parts, lengths = _partitions(texts, partition_size)
+    parts, lengths = _partitions(texts, partition_size, client)
     if threads is None:
         if client is not None:
             threads = _threads_per_host(client)
@@ -322,19 +332,19 @@ def save_npy(emb, path, client=None, progress=False, file=None):
     offsets = np.concatenate([[0], np.cumsum(emb.chunks[0])]).astype(int)
     tmp = os.fspath(path) + ".partial"
     out = np.lib.format.open_memmap(tmp, mode="w+", dtype=emb.dtype, shape=(N, E))
+    done = False
     try:
         with ProgressBar(N, "Embedding", enabled=progress, file=file or sys.stderr) as bar:
             for i, block in _blocks_as_completed(emb, client):
                 out[offsets[i]:offsets[i + 1]] = block
                 bar.update(len(block))
         out.flush()
-        del out
-        os.replace(tmp, path)
-    except BaseException:
-        del out
-        if os.path.exists(tmp):
+        done = True
+    finally:
+        del out                     # unmapped before the rename or the removal
+        if not done:
             os.remove(tmp)
-        raise
+    os.replace(tmp, path)
     return N, E
 
 

