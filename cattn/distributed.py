@@ -72,8 +72,9 @@ import numpy as np
 
 from .models._progress import ProgressBar
 
-DEFAULT_PARTITION_SIZE = 256        # texts per partition of a list (see README: ~1-2 s a task)
-WEIGHTS = ("float32",)              # what SentenceEncoder.from_pretrained loads today
+DEFAULT_PARTITION_SIZE = 256        # texts per partition of a list: ~2-3 s a task on one core
+WEIGHTS = ("float32",)              # what SentenceEncoder.from_pretrained loads today (its
+                                    # reduced-precision weights: add them here and in _encoder)
 
 __all__ = ["embed", "save_npy", "DEFAULT_PARTITION_SIZE"]
 
