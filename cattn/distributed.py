@@ -46,8 +46,8 @@ How a job runs:
               it arrives and drops it, so neither the client nor the cluster
               holds the whole result. Why .npy, not zarr: NumPy alone reads it
               (np.load(path, mmap_mode="r")), it is one file, and the client's
-              bandwidth is no limit (an embedding is 1.5 KiB for ~5 ms of
-              compute: 100 workers make ~30 MB/s). Where zarr is installed,
+              bandwidth is no limit (an embedding is 1.5 KiB for ~10 ms of
+              compute on a core: 100 cores make ~15 MB/s). Where zarr is installed,
               `dask.array.to_zarr(emb, url)` works on the same array and lets
               the workers write in parallel to shared storage.
 """
