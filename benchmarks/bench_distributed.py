@@ -166,16 +166,25 @@ def main(argv=None):
                 if which == "single":
                     emb, first, total = run_single(enc, corpus, 2, args.batch_size)
                 else:
-                    emb, first, total = run_cluster(client, corpus, args.partition_size,
-                                                    args.batch_size)
+                    from distributed import get_task_stream
+                    with get_task_stream(client) as ts:
+                        emb, first, total = run_cluster(client, corpus, args.partition_size,
+                                                        args.batch_size)
+                    busy = sum(ss["stop"] - ss["start"] for d in ts.data
+                               for ss in d["startstops"] if ss["action"] == "compute")
                 if ref is None:
                     ref = emb
                 identical = bool(np.array_equal(emb, ref))
                 runs[which].append(dict(total=total, first=first, identical=identical,
                                         load=_load_avg()[0] if _load_avg() else None))
+                # where the cluster's time goes: the workers' task time against
+                # 2 x the wall time (the rest: scheduling, transfer, idle tail)
+                busy_note = f", workers busy {busy / (2 * total):.0%}" if which == "cluster" else ""
+                if which == "cluster":
+                    runs[which][-1]["workers_busy"] = busy / (2 * total)
                 print(f"  round {r + 1}: {which:7s} {args.n / total:7.1f} sentences/s "
-                      f"({total:.2f} s, first result {first:.2f} s, identical {identical})",
-                      flush=True)
+                      f"({total:.2f} s, first result {first:.2f} s, identical {identical}"
+                      f"{busy_note})", flush=True)
     loads = worker_loads(client)
     client.close()
     cluster.close()
