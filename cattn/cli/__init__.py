@@ -6,6 +6,7 @@ subcommand table and the one `--threads` option. One module per concern:
     demo.py     cattn demo        the textbook self-attention example (cattn/demo.py)
     models.py   cattn embed | similarity | attention   the sentence encoder
     generate.py cattn generate    a decoder LLM continues a prompt (streamed)
+    distributed.py   cattn embed --workers N | --scheduler ADDR   (cattn.distributed, Dask)
 
 Each module has `add_command(sub)` (models.py: `add_commands`) that
 registers its subcommand(s) on argparse's subparsers.

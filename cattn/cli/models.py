@@ -20,12 +20,23 @@ def add_commands(sub):
                                       "of the lines of a file")
     pe.add_argument("texts", nargs="*", metavar="TEXT")
     pe.add_argument("--file", metavar="PATH",
-                    help="read one sentence per line (after the TEXT arguments; '-' is stdin)")
+                    help="read one sentence per line (after the TEXT arguments; '-' is stdin); "
+                         "lines end at \\n (a \\r before it is dropped), invalid UTF-8 bytes "
+                         "become U+FFFD, an empty line is an empty sentence: row i is line i")
     pe.add_argument("--out", metavar="PATH.npy",
-                    help="save the (N, dim) float32 array with numpy.save instead of printing")
+                    help="save the (N, dim) float32 array as .npy instead of printing")
     pe.add_argument("--batch-size", type=int, default=32)
     pe.add_argument("--no-normalize", action="store_true",
                     help="skip the final L2 normalization")
+    dist = pe.add_mutually_exclusive_group()
+    dist.add_argument("--workers", type=int, metavar="N",
+                      help="run on a Dask LocalCluster of N worker processes x 1 thread "
+                           "(needs: pip install 'cattn[distributed]')")
+    dist.add_argument("--scheduler", metavar="ADDRESS",
+                      help="run on an existing Dask cluster, e.g. tcp://host:8786")
+    pe.add_argument("--partition-size", type=int, default=None, metavar="N",
+                    help="sentences per task with --workers/--scheduler (default "
+                         "cattn.distributed.DEFAULT_PARTITION_SIZE)")
     _common(pe)
     pe.set_defaults(func=_embed)
 
@@ -83,18 +94,34 @@ def _attention(args):
     return _run(_attention_impl, args)
 
 
+def read_lines(f):
+    """A binary file -> its lines as str: split at b"\\n" only (one b"\\r"
+    before it dropped, no empty last line after a final newline), decoded as
+    UTF-8 with errors="replace" (an invalid byte becomes U+FFFD). Every line
+    gives one row, so row i of the embeddings is line i of the file."""
+    data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return [(ln[:-1] if ln.endswith(b"\r") else ln).decode("utf-8", errors="replace")
+            for ln in lines]
+
+
 def _embed_impl(args):
     texts = list(args.texts)
     if args.file:
         if args.file == "-":
-            texts += [ln.rstrip("\n") for ln in sys.stdin]
+            texts += read_lines(sys.stdin.buffer)
         else:
-            with open(args.file, encoding="utf-8") as f:
-                texts += [ln.rstrip("\n") for ln in f]
+            with open(args.file, "rb") as f:
+                texts += read_lines(f)
     if not texts:
         return _fail("embed: give TEXT arguments or --file")
     if args.batch_size < 1:
         return _fail(f"embed: --batch-size must be >= 1, got {args.batch_size}")
+    if args.workers is not None or args.scheduler is not None:
+        from .distributed import embed_on_cluster
+        return embed_on_cluster(texts, args)
     enc = _load(args)
     emb = enc.encode(texts, batch_size=args.batch_size,
                      normalize_embeddings=not args.no_normalize)

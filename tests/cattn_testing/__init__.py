@@ -14,6 +14,7 @@ from the repo root and from anywhere else, so test modules import it as
   strategies  hypothesis strategies: shapes, values, memory layouts
   properties  the property tests' checkers (NaN / inf inputs included)
   profiles    hypothesis profiles (default, ci, long), loaded by conftest.py
+  minilm      the MiniLM model tests: require_model (module skips), corpus(n)
 
 Every module imports cattn; strategies and profiles import hypothesis.
 """
