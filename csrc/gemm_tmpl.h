@@ -152,13 +152,23 @@ static void FN(gemm_run)(const FN(gemm_args) *g, T *bufB, T *bufA,
     }
 }
 
-/* Thread t of nt in a tm x tn grid over C: N is split when each part keeps
- * at least 4 micro-panels, else M. Boundaries fall on MR / NR multiples. */
+/* Thread t of nt in a tm x tn grid over C. Each thread packs the A rows
+ * and B columns of its block itself, so the grid is the one that packs
+ * least per thread: (M/tm) K ceil(N/(tn NC)) of A plus K N/tn of B (B is
+ * prepacked: A only), among the tn dividing nt that leave each part at
+ * least 4 micro-panels of N (ties: more columns split). Boundaries fall on
+ * MR / NR multiples; the grid never changes a result. */
 static void FN(gemm_run_part)(const FN(gemm_args) *g, T *bufB, T *bufA, int t, int nt)
 {
     int tn = 1;
-    for (int d = nt; d >= 1; d--)
-        if (nt % d == 0 && g->N >= (int64_t)d * 4 * NR) { tn = d; break; }
+    double best = -1.0;
+    for (int d = nt; d >= 1; d--) {
+        if (nt % d || (d > 1 && g->N < (int64_t)d * 4 * NR)) continue;
+        const double mt = (double)g->M / (nt / d), nt_cols = (double)g->N / d;
+        const double cost = mt * (double)g->K * (double)cattn_cdiv(cattn_cdiv(g->N, d), NC)
+                            + (g->P ? 0.0 : (double)g->K * nt_cols);
+        if (best < 0 || cost < best) { best = cost; tn = d; }
+    }
     const int tm = nt / tn, ti = t / tn, tj = t % tn;
     const int64_t mu = cattn_cdiv(g->M, MR), nu = cattn_cdiv(g->N, NR);
     const int64_t m0 = mu * ti / tm * MR, m1 = cattn_min64(g->M, mu * (ti + 1) / tm * MR);
