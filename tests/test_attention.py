@@ -748,3 +748,45 @@ def test_checker_rejects_a_leaked_nan(rng):
     wrong[0, 0, 2, 1] = np.nan
     with pytest.raises(AssertionError, match="NaN pattern"):
         check_sdpa(wrong, q, k, v, attn_mask=keep)
+
+
+# ---- the quick plan of the common call -------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("view", ["contiguous", "seq-major", "sliced"])
+@pytest.mark.parametrize("B,H,L,S,E,Ev", [(1, 12, 16, 16, 64, 64), (2, 3, 5, 7, 9, 11),
+                                          (1, 1, 1, 1, 1, 1), (1, 2, 9, 400, 64, 16)])
+def test_fast_plan_is_the_general_plan(rng, dtype, view, B, H, L, S, E, Ev):
+    """The common call (4-D arrays of one dtype, no mask, out, scale or GQA)
+    skips the general checks (ops/attention.py: _fast_plan); its plan must be
+    field by field the one _prepare builds, and the results the same bits."""
+    from cattn.ops import attention as A
+    q = rng.standard_normal((B, H, L, E)).astype(dtype)
+    k = rng.standard_normal((B, H, S, E)).astype(dtype)
+    v = rng.standard_normal((B, H, S, Ev)).astype(dtype)
+    if view == "seq-major":          # (B, L, H, E) memory, as projections leave it
+        q = np.ascontiguousarray(q.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+        k = np.ascontiguousarray(k.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+    elif view == "sliced":
+        q = np.concatenate([q, q], axis=-1)[..., :E]
+    for causal in (False, True):
+        fast = A._fast_plan(q, k, v, causal)
+        assert fast is not None
+        general = A._prepare("sdpa", q, k, v, None, causal, None, False, "upper_left")[0]
+        for name in general._fields:
+            a, b = getattr(fast[0], name), getattr(general, name)
+            assert (np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b), name
+        np.testing.assert_array_equal(
+            cattn.scaled_dot_product_attention(q, k, v, is_causal=causal),
+            cattn.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=1 / np.sqrt(E)))
+
+
+def test_fast_plan_declines_what_it_does_not_cover(rng):
+    from cattn.ops import attention as A
+    q = rng.standard_normal((1, 2, 4, 8)).astype(np.float32)
+    assert A._fast_plan(q, q, q.astype(np.float64), False) is None        # mixed dtypes
+    assert A._fast_plan(q[0], q[0], q[0], False) is None                    # 3-D
+    assert A._fast_plan(q, q[:, :1], q[:, :1], False) is None               # GQA / broadcast
+    assert A._fast_plan(q[..., ::2], q[..., ::2], q[..., ::2], False) is None  # strided rows
+    assert A._fast_plan(q[:, :, :0], q, q, False) is None                   # empty
+    assert A._fast_plan(q.astype(">f4"), q.astype(">f4"), q.astype(">f4"), False) is None

@@ -228,6 +228,47 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
     return plan, O, Q, K, V, mask
 
 
+@functools.lru_cache(maxsize=512)
+def _bh_offsets(B, H, s0, s1):
+    """Offsets of the (N, D) blocks of a (B, H, N, D) array with element
+    strides s0, s1 over its first two dims (0 along a dim of length 1)."""
+    return _batch_offsets((B, H), (B, H), (s0, s1))
+
+
+def _fast_plan(q, k, v, is_causal):
+    """The plan of the common call, checked in a few attribute reads: three
+    native, aligned float32 / float64 arrays of one dtype, shapes (B, H, L,
+    E), (B, H, S, E), (B, H, S, Ev) with nothing empty, unit-stride rows,
+    no mask, no GQA, default scale and alignment, no out=. Returns (plan, O)
+    — the same plan _prepare builds for such a call — or None."""
+    if not (type(q) is np.ndarray and type(k) is np.ndarray and type(v) is np.ndarray):
+        return None
+    dt = q.dtype
+    if (k.dtype != dt or v.dtype != dt or dt not in FLOAT_DTYPES or not dt.isnative
+            or q.ndim != 4 or k.ndim != 4 or v.ndim != 4):
+        return None
+    B, H, L, E = q.shape
+    S, Ev = v.shape[2], v.shape[3]
+    if (k.shape != (B, H, S, E) or v.shape[:2] != (B, H) or not (B and H and L and S and E and Ev)
+            or not (q.flags.aligned and k.flags.aligned and v.flags.aligned)):
+        return None
+    item = dt.itemsize
+    es = []
+    for a in (q, k, v):
+        st = a.strides
+        if st[3] != item or st[0] % item or st[1] % item or st[2] % item:
+            return None
+        es.append((st[0] // item, st[1] // item, st[2] // item))
+    O = np.empty((B, H, L, Ev), dt)
+    (q0, q1, rsq), (k0, k1, rsk), (v0, v1, rsv) = es
+    offo = _bh_offsets(B, H, H * L * Ev, L * Ev)
+    plan = AttentionPlan(False, B * H, 1, L, S, E, Ev, 1.0 / math.sqrt(E), bool(is_causal), 0,
+                         _MASK["none"], offo, Ev, _bh_offsets(B, H, q0, q1), rsq,
+                         _bh_offsets(B, H, k0, k1), rsk, _bh_offsets(B, H, v0, v1), rsv,
+                         _zeros_offsets(B * H), 0, 0)
+    return plan, O
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, *, scale=None, enable_gqa=False,
                                  causal_alignment="upper_left", out=None):
@@ -248,6 +289,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if as_real(dropout_p, "dropout_p", _OP, finite=False) != 0.0:
             raise ValueError(f"{_OP}: dropout_p must be 0 (cattn is an inference engine), "
                              f"got {show(dropout_p)}")
+    if (attn_mask is None and out is None and scale is None and enable_gqa is False
+            and (is_causal is False or is_causal is True) and causal_alignment == "upper_left"):
+        fast = _fast_plan(query, key, value, is_causal)    # the common call, checked quickly
+        if fast is not None:
+            _ext.attention(fast[0], fast[1], query, key, value, None, get_num_threads())
+            return fast[1]
     plan, O, Q, K, V, mask = _prepare(_OP, query, key, value, attn_mask, is_causal, scale,
                                       enable_gqa, causal_alignment, out)
     _ext.attention(plan, O, Q, K, V, mask, get_num_threads())
