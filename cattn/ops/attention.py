@@ -290,7 +290,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             raise ValueError(f"{_OP}: dropout_p must be 0 (cattn is an inference engine), "
                              f"got {show(dropout_p)}")
     if (attn_mask is None and out is None and scale is None and enable_gqa is False
-            and (is_causal is False or is_causal is True) and causal_alignment == "upper_left"):
+            and (is_causal is False or is_causal is True)
+            and type(causal_alignment) is str and causal_alignment == "upper_left"):
         fast = _fast_plan(query, key, value, is_causal)    # the common call, checked quickly
         if fast is not None:
             _ext.attention(fast[0], fast[1], query, key, value, None, get_num_threads())
