@@ -87,6 +87,21 @@ _lock = threading.Lock()
 _last_threads = None                # cattn threads of this process's last task (tests)
 
 
+def _reuse_freed_memory():
+    """Dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536, which
+    also freezes glibc's mmap threshold at 128 KiB: every activation array
+    of a forward pass is then a fresh mmap, page-faulted on first touch
+    (measured: encode ~10-15% slower on 1 thread). Restore thresholds that
+    let freed arrays be reused. glibc only; anything else is left alone."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-1, 256 << 20)          # M_TRIM_THRESHOLD
+        libc.mallopt(-3, 64 << 20)           # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 def _encoder(model, weights):
     """This process's SentenceEncoder for (model, weights), loaded on first use."""
     key = (model, weights)
@@ -96,6 +111,8 @@ def _encoder(model, weights):
             enc = _encoders.get(key)
             if enc is None:
                 from .models import SentenceEncoder
+                if os.environ.get("MALLOC_TRIM_THRESHOLD_") and not _encoders:
+                    _reuse_freed_memory()
                 enc = _encoders[key] = SentenceEncoder.from_pretrained(model)
                 _loads[key] = _loads.get(key, 0) + 1
     return enc
