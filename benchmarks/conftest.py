@@ -19,10 +19,13 @@ after `bench(...)` returns (checking the result) is not timed.
 extra_info schema (set by `bench(fn, group=..., lib=..., **info)`):
   lib       str    whose code runs: "cattn", "numpy", "scipy", "numpy+scipy",
                    "torch", "reference" (cattn.reference, the float64 oracle),
-                   "sentence-transformers"
+                   "sentence-transformers", "transformers", "onnxruntime"
   variant   str    only when one library runs a group a second way (cattn
-                   "unfused"); report.py compares every peer with the row
-                   whose lib is "cattn" and that has no variant
+                   "unfused", "packed", "bfloat16", "int8"; torch "int8";
+                   numpy "read bandwidth"); report.py compares every peer
+                   with the row whose lib is "cattn" and that has no variant
+  format    str    the weight format a linear / model row reads: "float32",
+                   "bfloat16", "int8" (report.py: within-group ratio table)
   threads   int    threads given to every library for the test (cattn,
                    OpenBLAS through threadpoolctl, torch)
   dtype     str    "float32" | "float64"
@@ -31,6 +34,10 @@ extra_info schema (set by `bench(fn, group=..., lib=..., **info)`):
   bytes     float  bytes read + written per call, where
                    bandwidth is the limit               -> GB/s
   items     float  sentences per call (models)          -> items/s
+  read_bw   bool   this row measures the read bandwidth: report.py shows
+                   the group's GB/s as a percentage of it
+  min_cosine, median_cosine  float  accuracy of a model row's embeddings
+                   against cattn float32 (bench_formats.py; not timed)
   peak_MiB  float  peak-memory rows: RSS growth beyond inputs and output
                    (their time is a whole subprocess: ignore it)
   pass_     int    repetition index under CATTN_BENCH_PASSES (bench_matmul.py)

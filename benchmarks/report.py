@@ -7,11 +7,21 @@ range / median: a large value means the machine was busy, distrust the row.
 Peak-memory rows show the growth in MiB instead of a time. With
 CATTN_BENCH_PASSES > 1 each library's best pass is kept.
 
+Where a group holds a read-bandwidth row (extra_info read_bw, bench_matmul's
+weights-from-memory groups), every row's GB/s is also shown as a percentage
+of that row's ("% read BW"). Rows recording min_cosine / median_cosine
+(bench_formats.py) show them. Suites whose rows record a weight `format`
+(bench_matmul's linear groups, bench_formats.py) get a second table: each
+cattn row's ratio to every other row of its group (column's time / row's
+time; > 1: that cattn row is faster), e.g. cattn (int8) against torch (int8)
+and against NumPy float32 side by side.
+
     pytest benchmarks/ --benchmark-json=bench.json
     python benchmarks/report.py bench.json [more.json ...] [--markdown] [--stat min]
 
 Reads every suite's pytest-benchmark JSON (bench_matmul, bench_rows,
-bench_attention, bench_nn, bench_models), `bench_models.py --json` files,
+bench_attention, bench_nn, bench_models, bench_formats, bench_llm), the
+`bench_models.py --json` and `bench_formats.py --json` files,
 and the results/ files written before the schema was shared (extra_info
 `library`, `gflops`, `GFLOP/s`, `GBps`, `GB/s`, `peak_growth_MiB`).
 """
@@ -38,7 +48,9 @@ def _entry(b, stat):
            "label": f"{lib} ({variant})" if variant else lib,
            "suite": b.get("fullname", b.get("suite", "")).split("::")[0].rsplit("/", 1)[-1],
            "time": st[stat], "iqr": st["iqr"] / st["median"] if st.get("median") else None,
-           "peak": info.get("peak_MiB", info.get("peak_growth_MiB"))}
+           "peak": info.get("peak_MiB", info.get("peak_growth_MiB")),
+           "format": info.get("format"), "read_bw": bool(info.get("read_bw")),
+           "min_cos": info.get("min_cosine"), "median_cos": info.get("median_cosine")}
     for key, legacy, _, _ in RATES:
         amount = info.get(key)
         for old in legacy:                      # a rate at the file's median time
@@ -59,7 +71,7 @@ def load(path, stat="median"):
         benchmarks = as_benchmarks(data)
     if not any("fullname" in b for b in benchmarks) and "libs" in data:
         for b in benchmarks:
-            b["suite"] = "bench_models.py (script)"
+            b.setdefault("suite", "bench_models.py (script)")
     best = {}
     for b in benchmarks:
         row = _entry(b, stat)
@@ -89,21 +101,51 @@ def table(rows, stat):
     """Header and rows of one suite's table (strings); rate columns only where recorded."""
     rates = [(k, col, unit) for k, _, col, unit in RATES if any(r[k] for r in rows)]
     peak = any(r["peak"] is not None for r in rows)
+    read_bw = any(r["read_bw"] for r in rows)
+    cos = any(r["min_cos"] is not None for r in rows)
     head = ["group", "lib", f"{stat} ms"] + [col for _, col, _ in rates] \
+        + (["% read BW"] if read_bw else []) + (["min cos", "median cos"] if cos else []) \
         + (["peak MiB"] if peak else []) + ["ratio", "IQR %"]
     body = []
     for _, group, rs in _groups(rows):
         ref = next((r for r in rs if r["label"] == "cattn" and r["peak"] is None), None)
+        bw = next((r for r in rs if r["read_bw"] and r["bytes"] and r["time"]), None)
         for i, r in enumerate(rs):
             timed = r["peak"] is None
             cells = [group if i == 0 else "", r["label"], _fmt(r["time"] * 1e3 if timed else None)]
             cells += [_fmt(r[k] / r["time"] / unit if timed and r[k] and r["time"] else None, 1)
                       for k, _, unit in rates]
+            if read_bw:
+                cells.append(_fmt(100 * r["bytes"] / r["time"] / (bw["bytes"] / bw["time"])
+                                  if bw and timed and r["bytes"] and r["time"] else None, 0))
+            if cos:
+                cells += [_fmt(r["min_cos"], 6), _fmt(r["median_cos"], 6)]
             if peak:
                 cells.append(_fmt(r["peak"], 1))
-            ratio = r["time"] / ref["time"] if timed and ref and r is not ref and ref["time"] else None
+            ratio = r["time"] / ref["time"] if timed and ref and r is not ref and ref["time"] \
+                and not r["read_bw"] else None
             cells += [_fmt(ratio, 2), _fmt(100 * r["iqr"] if timed and r["iqr"] is not None
                                            else None, 0)]
+            body.append(cells)
+    return head, body
+
+
+def cross_table(rows, stat):
+    """Header and rows of the within-group ratios: one line per cattn row of a
+    group, one column per row of the group (read-bandwidth and peak-memory rows
+    left out): column's stat / the line's stat, > 1 where the line's row is faster."""
+    groups = [(g, [r for r in rs if r["peak"] is None and not r["read_bw"] and r["time"]])
+              for _, g, rs in _groups(rows)]
+    labels = list(dict.fromkeys(r["label"] for _, rs in groups for r in rs))
+    head = ["group", "cattn row"] + labels
+    body = []
+    for group, rs in groups:
+        by_label = {r["label"]: r for r in rs}
+        mine = [r for r in rs if r["lib"] == "cattn"]
+        for i, r in enumerate(mine):
+            cells = [group if i == 0 else "", r["label"]]
+            cells += [_fmt(by_label[c]["time"] / r["time"], 2)
+                      if c in by_label and c != r["label"] else "-" for c in labels]
             body.append(cells)
     return head, body
 
@@ -144,6 +186,15 @@ def report(path, stat="median", markdown=False):
         if suite:
             out += ["", f"### {suite}" if markdown else f"== {suite}"]
         out += [""] * markdown + render(head, body, markdown)
+        suite_rows = [r for r in rows if r["suite"] == suite]
+        if any(r["format"] for r in suite_rows):
+            head, body = cross_table([r for r in suite_rows if any(
+                x["format"] for x in suite_rows if x["group"] == r["group"])], stat)
+            if body:
+                title = (f"{suite}: ratios within each group ({stat} of the column / {stat} "
+                         f"of the cattn row; > 1: the cattn row is faster)")
+                out += ["", f"### {title}" if markdown else f"-- {title}"]
+                out += [""] * markdown + render(head, body, markdown)
     if data.get("agreement"):
         a = data["agreement"]
         out += ["", f"agreement cattn vs sentence-transformers: min cosine {a['min_cosine']:.8f}, "

@@ -14,8 +14,9 @@ Shape legend: M/N/K for matmul; B batch, H heads, L queries, S keys, E is
 the head dim (the value dim too here) for attention; rows (n, d).
 
 Adding rows for another op: write a function that builds its inputs and calls
-`register(name, flops, cattn_fn, numpy_fn, torch_fn)`, and decorate it with
-`@suite`. It is called once per run with a `Sizes` telling it which shapes to
+`register(name, flops, cattn_fn, numpy_fn, torch_fn)` (`tol=`: the relative
+agreement with NumPy to expect, for reduced-precision rows), and decorate it
+with `@suite`. It is called once per run with a `Sizes` telling it which shapes to
 use (`tiny` is for the tests), the dtype and the torch module (or None).
 """
 import argparse
@@ -157,6 +158,7 @@ class Case(NamedTuple):
     cattn_fn: Callable
     numpy_fn: Callable
     torch_fn: Optional[Callable]
+    tol: float = 1e-3      # cattn agrees with NumPy within tol (relative, and tol * max|y|)
 
 
 class Sizes(NamedTuple):
@@ -175,9 +177,10 @@ def suite(fn):
     return fn
 
 
-def register(name, flops, cattn_fn, numpy_fn, torch_fn=None):
-    """One table row: three zero-argument callables doing the same work."""
-    _cases.append(Case(name, float(flops), cattn_fn, numpy_fn, torch_fn))
+def register(name, flops, cattn_fn, numpy_fn, torch_fn=None, *, tol=1e-3):
+    """One table row: three zero-argument callables doing the same work (tol:
+    how closely cattn's result must agree with NumPy's, relative)."""
+    _cases.append(Case(name, float(flops), cattn_fn, numpy_fn, torch_fn, float(tol)))
 
 
 # ---- rows: matmul ----
@@ -206,6 +209,57 @@ def matmul_suite(sizes):
         register(f"matmul {name}", 2.0 * nb * M * N * K,
                  lambda a=a, b=b: cattn.matmul(a, b),
                  lambda a=a, b=b: np.matmul(a, b), tfn)
+
+
+# ---- rows: linear on packed weights (float32, bfloat16, int8) ----
+# cattn.linear(x, cattn.pack_weight(w, dtype=fmt), b) vs NumPy's float32
+# x @ w.T + b; torch: float32 F.linear, and for int8 torch's dynamic int8
+# Linear (quantize_dynamic's defaults: per-tensor weights, 7-bit activations).
+# float32 runs only (every format takes and returns float32).
+
+LINEAR_SHAPES = [(8, 384, 1536), (1024, 384, 1536)]  # (M, K, N): a short sentence, a batch
+LINEAR_TINY = [(3, 8, 5)]
+LINEAR_FORMATS = {"float32": 1e-3, "bfloat16": 1e-2, "int8": 5e-2}   # format -> tol vs NumPy
+
+
+def torch_int8_linear(torch, w, b):
+    """torch's dynamic int8 Linear holding w (N, K) and b (quantize_dynamic on nn.Linear)."""
+    import warnings
+    N, K = w.shape
+    lin = torch.nn.Linear(K, N)
+    with torch.no_grad():
+        lin.weight.copy_(torch.from_numpy(w))
+        lin.bias.copy_(torch.from_numpy(b))
+    with warnings.catch_warnings():          # torch.ao.quantization's deprecation notices
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(
+            torch.nn.Sequential(lin), {torch.nn.Linear}, dtype=torch.qint8)[0]
+
+
+@suite
+def linear_formats_suite(sizes):
+    if sizes.dtype != np.float32:
+        return
+    rng = np.random.default_rng(3)
+    for M, K, N in LINEAR_TINY if sizes.tiny else LINEAR_SHAPES:
+        x = rng.standard_normal((M, K), dtype=np.float32)
+        w = rng.standard_normal((N, K), dtype=np.float32)
+        b = rng.standard_normal(N, dtype=np.float32)
+        for fmt, tol in LINEAR_FORMATS.items():
+            p = cattn.pack_weight(w, dtype=fmt)
+            tfn, peer = None, ""
+            if sizes.torch is not None:
+                tx = sizes.torch.from_numpy(x)
+                if fmt == "int8":
+                    q, peer = torch_int8_linear(sizes.torch, w, b), " (torch int8)"
+                    tfn = lambda q=q, tx=tx: q(tx)                             # noqa: E731
+                else:
+                    tw, tb = sizes.torch.from_numpy(w), sizes.torch.from_numpy(b)
+                    F = sizes.torch.nn.functional
+                    tfn = lambda tx=tx, tw=tw, tb=tb: F.linear(tx, tw, tb)    # noqa: E731
+            register(f"linear {fmt} {M}x{K}->{N}{peer}", 2.0 * M * N * K,
+                     lambda x=x, p=p, b=b: cattn.linear(x, p, b),
+                     lambda x=x, w=w, b=b: x @ w.T + b, tfn, tol=tol)
 
 
 # ---- rows: attention ----
@@ -266,10 +320,10 @@ def rows_suite(sizes):
                  lambda x=x, w=w, b=b: layer_norm(x, w, b), tln)
 
 
-def _agree(x, y):
+def _agree(x, y, tol=1e-3):
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     scale = max(1.0, float(np.abs(y).max(initial=0.0)))
-    return x.shape == y.shape and np.allclose(x, y, rtol=1e-3, atol=1e-3 * scale)
+    return x.shape == y.shape and np.allclose(x, y, rtol=tol, atol=tol * scale)
 
 
 def run(threads, dtype=np.float32, tiny=False, warmup=WARMUP_S, runs=7, min_run=0.02,
@@ -296,7 +350,7 @@ def run(threads, dtype=np.float32, tiny=False, warmup=WARMUP_S, runs=7, min_run=
             with thread_limit(threads):
                 row[lib] = time_block(fn, warmup, runs, min_run)
         got, want = case.cattn_fn(), case.numpy_fn()
-        row["agree"] = _agree(got, want)
+        row["agree"] = _agree(got, want, case.tol)
         rows.append(row)
     del _cases[:]
     return rows
