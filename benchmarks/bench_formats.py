@@ -391,6 +391,8 @@ def main(argv=None):
                     help="seconds per latency block")
     ap.add_argument("--json", metavar="PATH", help="also write the results here (report.py "
                     "reads the file)")
+    ap.add_argument("--formats", default="float32,bfloat16,int8",
+                    help="cattn's weight formats to run (comma-separated; default: all three)")
     ap.add_argument("--no-onnxruntime", action="store_true", help="cattn's formats only")
     ap.add_argument("--export-onnx", nargs=3, metavar=("MODEL", "FLOAT32", "INT8"),
                     help=argparse.SUPPRESS)   # ensure_onnx's subprocess
@@ -411,7 +413,9 @@ def main(argv=None):
     cpu = machine["cpu_model"]
     print(f"{cpu}; {args.threads} threads; corpus {len(corpus)} sentences, batch {BATCH}; "
           f"load average at the start {load_start}", flush=True)
-    rows = ROWS if not args.no_onnxruntime else [r for r in ROWS if r[0] == "cattn"]
+    formats = args.formats.split(",")
+    rows = [(lib, v) for lib, v in ROWS if (weight_format(v) in formats if lib == "cattn"
+                                            else not args.no_onnxruntime)]
     fns = {}
     for lib, variant in rows:
         try:
@@ -488,8 +492,10 @@ def print_results(res):
     for name, d in libs.items():
         if not name.startswith("cattn"):
             continue
-        cells = [f"{d['sentences_per_s'] / libs[p]['sentences_per_s']:.2f}x" for p in peers]
-        cells += [f"{libs[p]['short_ms'] / d['short_ms']:.2f}x" for p in peers]
+        cells = [f"{d['sentences_per_s'] / libs[p]['sentences_per_s']:.2f}x" if p != name else "-"
+                 for p in peers]
+        cells += [f"{libs[p]['short_ms'] / d['short_ms']:.2f}x" if p != name else "-"
+                  for p in peers]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print("\nissue 12's bars (same run):")
     for what, kind, row, peer, bar, goal in BARS:
