@@ -48,6 +48,7 @@ Runtime rows, and torch and transformers for them too while the ONNX files
 are not cached yet.
 """
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -59,7 +60,7 @@ import time
 import numpy as np
 import pytest
 
-from cattn.cli.bench import thread_limit, time_block, warm_up  # noqa: F401  (conftest's)
+from cattn.cli.bench import thread_limit, warm_up   # (conftest's too)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -120,6 +121,7 @@ def _versions(*names):
     return "-".join(out)
 
 
+@functools.lru_cache(maxsize=None)
 def _model_digest(model_path):
     h = hashlib.sha256()
     for name in ("config.json", "model.safetensors"):
@@ -535,7 +537,8 @@ def as_benchmarks(res):
                                         min_cosine=d["min_cosine"],
                                         median_cosine=d["median_cosine"]),
                         stats=_stats([res["n"] / x for x in d["sentences_per_s_runs"]])))
-        out.append(dict(group=LATENCY_GROUP, suite=SCRIPT_SUITE, name=f"short-{lib}-{weight_format(variant)}",
+        out.append(dict(group=LATENCY_GROUP, suite=SCRIPT_SUITE,
+                        name=f"short-{lib}-{weight_format(variant)}",
                         extra_info=dict(info, shape=[1], items=1),
                         stats=_stats([x / 1e3 for x in d["short_ms_runs"]])))
     return out
