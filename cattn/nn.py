@@ -65,14 +65,16 @@ from ._validate import (FLOAT_DTYPES as _FLOATS, INTP_MAX, as_flag, as_float_dty
 from .ops.attention import KVCache, attention_weights, scaled_dot_product_attention
 from .ops.rows import layer_norm
 from .ops.gemm import ACTIVATIONS, linear, matmul
-from .ops.packed import PackedWeight, pack_weight
+from .ops.packed import PackedWeight
 
 __all__ = [
     "Module", "ModuleList", "Linear", "LayerNorm", "MultiheadAttention",
     "TransformerEncoderLayer", "TransformerDecoderLayer",
     "TransformerEncoder", "TransformerDecoder",
     "PositionalEncoding", "RotaryEmbedding", "DecoderOnly", "Embedding", "RealTokens",
-    "generate_square_subsequent_mask", "skip_init", "pack_weights",
+    "generate_square_subsequent_mask", "skip_init",
+    # linear weights in a packed format (cattn/nn_quantize.py)
+    "quantize", "pack_weights", "PackedRows",
     # the decoder-only LLM layers (cattn/nn_decoder.py)
     "RMSNorm", "GatedMLP", "MLP", "CausalSelfAttention", "DecoderBlock", "causal_mask",
 ]
@@ -143,28 +145,6 @@ def skip_init(module_cls, *args, **kwargs):
         return module_cls(*args, **kwargs)
     finally:
         _SKIP_INIT.reset(token)
-
-
-def pack_weights(module):
-    """Pack the weight of every nn.Linear in `module` (itself included) once
-    (cattn.pack_weight, in the weight's dtype) and return the module: the
-    outputs keep their bits, the few-row calls (decoding a token, a short
-    sentence) stream the packed panels and the many-row calls skip packing.
-    The packed weight replaces the array (no second copy); state_dict()
-    gives its values as new arrays, load_state_dict() and assigning
-    `layer.weight = array` pack again. MultiheadAttention's in_proj_weight
-    stays an array (it is sliced for cross-attention); its out_proj is an
-    nn.Linear and is packed."""
-    if not isinstance(module, Module):
-        raise TypeError(f"pack_weights: expected a cattn.nn.Module, got {show(module)}")
-    stack = [module]
-    while stack:
-        m = stack.pop()
-        stack.extend(m._modules.values())
-        w = m._parameters.get("weight") if isinstance(m, Linear) else None
-        if isinstance(w, np.ndarray):
-            m.weight = pack_weight(w, np.dtype(w.dtype).name)
-    return module
 
 
 def _new_param(owner, what, shape, dtype, make):
@@ -287,12 +267,12 @@ class Module:
             self._modules[name] = value
         elif params is not None and name in params:
             old = params[name]
-            if isinstance(value, PackedWeight):
+            if isinstance(value, PACKED):
                 if old is None or value.shape != old.shape or value.dtype != old.dtype:
                     raise ValueError(f"parameter {name!r}: a packed {value.dtype} weight of shape "
                                      f"{value.shape} cannot replace {show(old)}")
-            elif isinstance(old, PackedWeight) and value is not None:   # packed again
-                value = pack_weight(_coerce_param(name, value, old.shape, old.dtype), old.format)
+            elif isinstance(old, PACKED) and value is not None:   # packed again, same format
+                value = repack(old, _coerce_param(name, value, old.shape, old.dtype))
             elif old is not None and value is not None:
                 value = _coerce_param(name, value, old.shape, old.dtype)
             params[name] = value
@@ -307,10 +287,11 @@ class Module:
     def named_parameters(self, prefix=""):
         """(dotted name, array) for every parameter that is not None, in
         registration order, sub-modules depth first (torch's order). A
-        packed weight (pack_weights) is given as a new array of its values."""
+        packed weight (quantize, pack_weights) is given as a new array of
+        the values the kernels use."""
         for name, p in self._parameters.items():
             if p is not None:
-                yield prefix + name, p.unpack() if isinstance(p, PackedWeight) else p
+                yield prefix + name, p.unpack() if isinstance(p, PACKED) else p
         for name, m in self._modules.items():
             yield from m.named_parameters(prefix + name + ".")
 
@@ -351,7 +332,7 @@ class Module:
             mod = self
             for p in path:
                 mod = mod._modules[p]
-            if isinstance(mod._parameters[attr], PackedWeight):
+            if isinstance(mod._parameters[attr], PACKED):
                 setattr(mod, attr, src)                           # packed again
             else:
                 dst[...] = src
@@ -643,6 +624,10 @@ class MultiheadAttention(Module):
     (E, kdim), v_proj_weight (E, vdim) instead; out_proj.weight (E, E),
     out_proj.bias (E,). Initialised as torch: xavier-uniform projections,
     zero biases, out_proj.weight like nn.Linear; reproducible from `seed`.
+    nn.quantize / nn.pack_weights pack in_proj_weight as a PackedRows of
+    two row blocks, the query rows and the key and value rows (same bits as
+    the array; a key that is not the value is projected by the whole
+    key/value block, twice the work of those two projections).
 
     Constructor order is torch's (embed_dim, num_heads, dropout, bias); the
     rest is keyword-only. dropout is ignored (inference). batch_first=True by
@@ -685,25 +670,38 @@ class MultiheadAttention(Module):
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
                 f"batch_first={self.batch_first}")
 
+    def __setattr__(self, name, value):
+        if name == "in_proj_weight" and isinstance(value, PackedWeight):
+            raise ValueError("MultiheadAttention: in_proj_weight is used by rows (query | key, "
+                             "value), a single PackedWeight cannot be; assign an array (packed "
+                             "again in the layer's format) or use nn.quantize(layer, dtype)")
+        super().__setattr__(name, value)
+
     # -- projections: Q, K, V as (B, H, L|S, D) views of the GEMM outputs
+    def _in_proj(self, x, lo, hi):
+        """x (..., E) @ in_proj_weight[lo:hi].T + in_proj_bias[lo:hi]: one
+        GEMM, or per packed row block (nn.quantize: PackedRows)."""
+        W, b = self.in_proj_weight, self.in_proj_bias
+        if isinstance(W, PackedRows):
+            return W.linear(x, b, (lo, hi))
+        return linear(x, W[lo:hi], None if b is None else b[lo:hi])
+
     def _project(self, q_in, k_in, v_in, shared_qkv, shared_kv, bf):
         E, H = self.embed_dim, self.num_heads
-        b = self.in_proj_bias
-        if self._qkv_same_embed_dim:
-            W = self.in_proj_weight
-            if shared_qkv:  # self-attention: one GEMM with the (3E, E) weight
-                return _split_heads(linear(q_in, W, b), 3, H, bf)
-            ws = (W[:E], W[E:2 * E], W[2 * E:])
-        else:
+        if not self._qkv_same_embed_dim:
+            b = self.in_proj_bias
             ws = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
-        bs = (None,) * 3 if b is None else (b[:E], b[E:2 * E], b[2 * E:])
-        q = _split_heads(linear(q_in, ws[0], bs[0]), 1, H, bf)[0]
-        if shared_kv and self._qkv_same_embed_dim:  # cross-attention: K, V in one GEMM
-            kv_b = None if b is None else b[E:]
-            k, v = _split_heads(linear(k_in, W[E:], kv_b), 2, H, bf)
+            bs = (None,) * 3 if b is None else (b[:E], b[E:2 * E], b[2 * E:])
+            return [_split_heads(linear(x, w, c), 1, H, bf)[0]
+                    for x, w, c in zip((q_in, k_in, v_in), ws, bs)]
+        if shared_qkv:  # self-attention: the whole (3E, E) weight on one input
+            return _split_heads(self._in_proj(q_in, 0, 3 * E), 3, H, bf)
+        q = _split_heads(self._in_proj(q_in, 0, E), 1, H, bf)[0]
+        if shared_kv:   # cross-attention: K, V together
+            k, v = _split_heads(self._in_proj(k_in, E, 3 * E), 2, H, bf)
         else:
-            k = _split_heads(linear(k_in, ws[1], bs[1]), 1, H, bf)[0]
-            v = _split_heads(linear(v_in, ws[2], bs[2]), 1, H, bf)[0]
+            k = _split_heads(self._in_proj(k_in, E, 2 * E), 1, H, bf)[0]
+            v = _split_heads(self._in_proj(v_in, 2 * E, 3 * E), 1, H, bf)[0]
         return q, k, v
 
     # -- torch MHA masks (True = masked out, float = added) -> cattn SDPA masks
@@ -833,8 +831,7 @@ class MultiheadAttention(Module):
         real-tokens-only path, see RealTokens): x (T, E) their rows, tokens
         a RealTokens (B, L). Returns (out (T, E), weights or None).
 
-        Q, K and V are projected for the T rows only (one GEMM with
-        in_proj_weight). Without attn_mask, each sequence then attends over
+        Q, K and V are projected for the T rows only (in_proj_weight). Without attn_mask, each sequence then attends over
         its own real tokens alone (one fused attention call per sequence; no
         padding enters it, so a sequence's rows have the same bits whatever
         else is in the batch: batch invariance). With an attn_mask (L, L) or
@@ -858,7 +855,7 @@ class MultiheadAttention(Module):
         if x.shape != (tokens.T, E):
             raise ValueError(f"{owner}: x has shape {x.shape}; expected the (T, E) = "
                              f"{(tokens.T, E)} rows of the real tokens")
-        qkv_rows = linear(x, self.in_proj_weight, self.in_proj_bias)         # (T, 3E)
+        qkv_rows = self._in_proj(x, 0, 3 * E)                                 # (T, 3E)
         lengths = tokens.real_lengths() if attn_mask is None else None
         each = lengths is not None and (self.rotary is None or tokens.right_padded())
         if each:
@@ -1409,3 +1406,6 @@ class DecoderOnly(Module):
 # imported last: they build on the classes above.
 from .nn_decoder import (CausalSelfAttention, DecoderBlock, GatedMLP, MLP,  # noqa: E402
                          RMSNorm, causal_mask)
+# Packed formats of the linear weights, also imported last (they know Linear
+# and MultiheadAttention); Module's parameter methods use PACKED and repack.
+from .nn_quantize import PACKED, PackedRows, pack_weights, quantize, repack  # noqa: E402

@@ -1,0 +1,178 @@
+"""cattn.nn_quantize — the linear weights of cattn.nn modules in a packed
+format (cattn.pack_weight): nn.quantize(module, dtype) and nn.pack_weights
+(module), exported from cattn.nn; PackedRows, MultiheadAttention's packed
+in_proj_weight.
+
+What this file is: which parameters are linear weights (nn.Linear's weight,
+MultiheadAttention's projections), packing them in one format across a layer
+or a stack, and repacking a new value in a parameter's format (assignment,
+load_state_dict). What it is not: the packing itself (cattn.ops.packed) or
+the layers (cattn.nn).
+
+Formats (the `dtype` of quantize; a module computes in its own dtype):
+    "float32"   float32 modules: the weights' values, packed once
+    "bfloat16"  float32 modules: weights rounded to bfloat16 (nearest even)
+    "int8"      float32 modules: int8 weights with per-output-channel scales,
+                activations quantized per row at call time
+    "float64"   float64 modules: the weights' values, packed once
+A module remembers its format per parameter: state_dict() gives the values
+the kernel uses as arrays of the module's dtype (float32: bfloat16-rounded
+values; for int8 q * scale), and load_state_dict() / `layer.weight = array`
+pack the new values in that parameter's format again.
+"""
+import numpy as np
+
+from .nn import Linear, Module, MultiheadAttention
+from ._validate import show
+from .ops.gemm import linear
+from .ops.packed import PackedWeight, pack_weight
+
+__all__ = ["quantize", "pack_weights", "PackedRows", "DTYPES"]
+
+DTYPES = ("float32", "bfloat16", "int8", "float64")
+# the dtype a module must compute in to hold each format
+_COMPUTE = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(np.float32),
+            "int8": np.dtype(np.float32), "float64": np.dtype(np.float64)}
+
+
+class PackedRows:
+    """A weight W (N, K) packed as blocks of consecutive rows, one
+    PackedWeight each (`pieces`, at row offsets `starts`): the in_proj_weight
+    (3E, E) of a packed MultiheadAttention, whose query rows (E, E) and
+    key/value rows (2E, E) are two pieces, so cross-attention projects the
+    query and the memory with their own rows. The bits are those of one
+    fused weight: a packed linear computes each output column alone, the
+    same way for any N. Attributes as PackedWeight: shape, dtype, format,
+    nbytes, unpack()."""
+
+    def __init__(self, w, fmt, cuts):
+        """Pack w (N, K) in format fmt, cut before each row index in cuts."""
+        bounds = (0, *cuts, w.shape[0])
+        self.starts = bounds[:-1]
+        self.pieces = tuple(pack_weight(w[a:b], fmt) for a, b in zip(bounds, bounds[1:]))
+
+    @property
+    def shape(self):
+        return (sum(p.shape[0] for p in self.pieces), self.pieces[0].shape[1])
+
+    @property
+    def dtype(self):
+        return self.pieces[0].dtype
+
+    @property
+    def format(self):
+        return self.pieces[0].format
+
+    @property
+    def nbytes(self):
+        return sum(p.nbytes for p in self.pieces)
+
+    def __repr__(self):
+        return (f"PackedRows(shape={self.shape}, format={self.format!r}, "
+                f"rows at {self.starts}, nbytes={self.nbytes})")
+
+    def unpack(self):
+        """W (N, K) as a new array of the values the kernels use."""
+        return np.concatenate([p.unpack() for p in self.pieces])
+
+    def repack(self, w):
+        """New values w (N, K), packed in this format and cut at the same rows."""
+        return PackedRows(w, self.format, self.starts[1:])
+
+    def linear(self, x, bias=None, rows=None):
+        """x @ W[lo:hi].T + bias[lo:hi] for rows = (lo, hi) (default: all of
+        W), bias (N,) or None: (..., hi - lo). Each piece that holds some of
+        the rows runs whole, into its columns of one result (a slice of W
+        that cuts a piece computes that piece's other columns too)."""
+        N = self.shape[0]
+        lo, hi = (0, N) if rows is None else rows
+        use = [(a, a + p.shape[0], p) for a, p in zip(self.starts, self.pieces)
+               if a < hi and a + p.shape[0] > lo]
+        first, last = use[0][0], use[-1][1]
+        b = (lambda a, z: None) if bias is None else (lambda a, z: bias[a:z])
+        if len(use) == 1:
+            y = linear(x, use[0][2], b(first, last))
+        else:
+            y = np.empty(np.shape(x)[:-1] + (last - first,), self.dtype)
+            for a, z, p in use:
+                linear(x, p, b(a, z), out=y[..., a - first:z - first])
+        return y if (lo, hi) == (first, last) else y[..., lo - first:hi - first]
+
+
+PACKED = (PackedWeight, PackedRows)
+
+
+def repack(old, w):
+    """New values w (an array of old's shape and dtype) in the packed
+    parameter old's format (and, for PackedRows, its row cuts)."""
+    return old.repack(w) if isinstance(old, PackedRows) else pack_weight(w, old.format)
+
+
+def _linear_weights(m):
+    """(name, row cuts or None) of the linear weights that module m holds
+    itself (not its sub-modules)."""
+    if isinstance(m, Linear):
+        return (("weight", None),)
+    if isinstance(m, MultiheadAttention):     # in_proj: query rows | key and value rows
+        return (("in_proj_weight", (m.embed_dim,)), ("q_proj_weight", None),
+                ("k_proj_weight", None), ("v_proj_weight", None))
+    return ()
+
+
+def _convert(module, target, op):
+    """Pack every linear weight p of module (itself included) in format
+    target(p) (None: leave p as it is). Every weight is checked before any
+    is replaced. Returns the module."""
+    if not isinstance(module, Module):
+        raise TypeError(f"{op}: expected a cattn.nn.Module, got {show(module)}")
+    plan, stack = [], [("", module)]
+    while stack:
+        prefix, m = stack.pop()
+        stack.extend((f"{prefix}{k}.", c) for k, c in m._modules.items())
+        for name, cuts in _linear_weights(m):
+            p = m._parameters.get(name)
+            fmt = None if p is None else target(p)
+            if fmt is None or (isinstance(p, PACKED) and p.format == fmt):
+                continue
+            if p.dtype != _COMPUTE[fmt]:
+                raise TypeError(f"{op}: {fmt!r} weights need a {_COMPUTE[fmt]} module, but "
+                                f"{prefix}{name} is {p.dtype} (a float64 module packs as "
+                                "'float64' only, a float32 one as 'float32', 'bfloat16' "
+                                "or 'int8')")
+            plan.append((m, name, fmt, cuts))
+    for m, name, fmt, cuts in plan:
+        p = m._parameters[name]
+        w = p.unpack() if isinstance(p, PACKED) else p
+        setattr(m, name, pack_weight(w, fmt) if cuts is None else PackedRows(w, fmt, cuts))
+    return module
+
+
+def quantize(module, dtype):
+    """Convert every linear weight of `module` (a layer or a stack: nn.Linear
+    weights and MultiheadAttention projections, its own and its
+    sub-modules') to the packed format `dtype` and return the module, as
+    torch's quantize_dynamic: "float32", "bfloat16" or "int8" for a float32
+    module, "float64" for a float64 one (see the formats above). Inputs and
+    outputs keep the module's dtype. Weights already packed are converted
+    from the values they hold (a bfloat16 or int8 layer does not get its
+    original float32 weights back); those already in `dtype` are kept.
+    state_dict() gives the values the kernels use as arrays; load_state_dict
+    and assignment pack again in each parameter's format.
+    ValueError for an unknown dtype, TypeError for a module that is not a
+    cattn.nn.Module or a format the module's dtype cannot hold."""
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise ValueError(f"quantize: dtype must be one of {', '.join(map(repr, DTYPES))}, "
+                         f"got {show(dtype)}")
+    return _convert(module, lambda p: dtype, "quantize")
+
+
+def pack_weights(module):
+    """Pack every linear weight of `module` that is still an array once, in
+    its own dtype (quantize(module, "float32") for a float32 module,
+    "float64" for a float64 one; packed weights are left as they are) and
+    return the module: the outputs keep their bits, the few-row calls
+    (decoding a token, a short sentence) stream the packed panels and the
+    many-row calls skip packing. The packed weight replaces the array (no
+    second copy)."""
+    return _convert(module, lambda p: None if isinstance(p, PACKED) else p.dtype.name,
+                    "pack_weights")
