@@ -119,16 +119,21 @@ def _linear_weights(m):
     return ()
 
 
+def _named_modules(m, prefix=""):
+    """(dotted prefix, module) for m and its sub-modules, in torch's order."""
+    yield prefix, m
+    for k, c in m._modules.items():
+        yield from _named_modules(c, f"{prefix}{k}.")
+
+
 def _convert(module, target, op):
     """Pack every linear weight p of module (itself included) in format
     target(p) (None: leave p as it is). Every weight is checked before any
     is replaced. Returns the module."""
     if not isinstance(module, Module):
         raise TypeError(f"{op}: expected a cattn.nn.Module, got {show(module)}")
-    plan, stack = [], [("", module)]
-    while stack:
-        prefix, m = stack.pop()
-        stack.extend((f"{prefix}{k}.", c) for k, c in m._modules.items())
+    plan = []
+    for prefix, m in _named_modules(module):
         for name, cuts in _linear_weights(m):
             p = m._parameters.get(name)
             fmt = None if p is None else target(p)

@@ -105,7 +105,7 @@ def test_empty_and_errors(client):
     e = cd.embed([], client=client)
     assert e.shape == (0, 384) and e.compute().shape == (0, 384)
     with pytest.raises(ValueError, match="weights"):
-        cd.embed(TEXTS, client=client, weights="int8")
+        cd.embed(TEXTS, client=client, weights="int4")
     with pytest.raises(ValueError, match="batch_size"):
         cd.embed(TEXTS, client=client, batch_size=0)
     with pytest.raises(TypeError, match="one string"):

@@ -184,5 +184,6 @@ def test_rope_scaling_linear_and_llama3_frequencies():
 
 
 def test_weights_argument():
-    with pytest.raises(ValueError, match="weights='int8'"):
-        CausalLM.from_pretrained(".", weights="int8")
+    with pytest.raises(ValueError, match="weights must be one of 'float32', 'bfloat16', "
+                                         "'int8', got 'int4'"):
+        CausalLM.from_pretrained(".", weights="int4")
