@@ -45,7 +45,7 @@ PORTABLE_ONLY = os.environ.get("CATTN_PORTABLE_ONLY", "") not in ("", "0")
 # after a probe, except the first, which the folder needs)
 ISA_FLAGS = {
     "avx2": ["-mavx2", "-mfma", "-mno-avx256-split-unaligned-load",
-             "-mno-avx256-split-unaligned-store"],
+             "-mno-avx256-split-unaligned-store", "-ffp-contract=fast"],
 }
 
 
@@ -118,7 +118,10 @@ class BuildExt(build_ext):
         return None
 
     def build_extensions(self):
-        cflags = ["-O3", "-fno-strict-aliasing", "-Wno-unused-function"]
+        # -ffp-contract=off: the ISA-independent C (drivers, epilogues, the
+        # portable kernels) rounds every * and + on its own on every CPU, as
+        # the references do; the ISA folders set their own contraction
+        cflags = ["-O3", "-fno-strict-aliasing", "-Wno-unused-function", "-ffp-contract=off"]
         ldflags = []
         if SANITIZE:
             # after the -O3 above and Python's own CFLAGS (-fwrapv would hide

@@ -9,8 +9,9 @@ One file per concern is included at the end (_cpu.pxi, _gemm.pxi,
 _attention.pxi, _rows.pxi). The C constants Python needs are exported once from here:
 ACT_CODES (activations) and MASK_KINDS (attention masks).
 """
+import numpy as np
 cimport numpy as cnp
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, int32_t, int8_t, uint8_t, uint16_t
 
 cnp.import_array()
 

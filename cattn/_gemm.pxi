@@ -104,6 +104,19 @@ cdef extern from "cattn.h" nogil:
     int cattn_linear_packed_f64(double *C, int64_t rsc, int64_t csc, const double *A,
                                 int64_t rsa, int64_t csa, const double *P, int64_t M,
                                 int64_t N, int64_t K, const double *bias, int act, int n_threads)
+    int cattn_linear_packed_bf16(float *C, int64_t rsc, int64_t csc, const float *A,
+                                 int64_t rsa, int64_t csa, const uint16_t *P16, int64_t M,
+                                 int64_t N, int64_t K, const float *bias, int act, int n_threads)
+    size_t cattn_qpacked_size(int64_t N, int64_t K)
+    int cattn_qweight_ok(const int32_t *abs_rowsum, int64_t N)
+    int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_t rsa,
+                          int64_t csa, const int8_t *P, const float *sw, const int32_t *colsum,
+                          int64_t M, int64_t N, int64_t K, const float *bias, int act,
+                          int n_threads)
+    void cattn_quantize_rows(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const float *X,
+                             int64_t rsx, int64_t csx, int64_t M, int64_t K)
+    int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M, int64_t N,
+                        int64_t K, int n_threads)
 
 
 def packed_layout(bint f32, int64_t N, int64_t K):
@@ -137,7 +150,12 @@ def linear_packed(cnp.ndarray C, int64_t rsc, int64_t csc, cnp.ndarray A, int64_
     cdef int st
     if bias is not None:
         pbias = cnp.PyArray_DATA(<cnp.ndarray>bias)
-    if C.dtype.num == cnp.NPY_FLOAT32:
+    if P.dtype.num == cnp.NPY_UINT16:
+        with nogil:
+            st = cattn_linear_packed_bf16(<float *>pc, rsc, csc, <const float *>pa, rsa, csa,
+                                          <const uint16_t *>pp, M, N, K, <const float *>pbias,
+                                          act, n_threads)
+    elif C.dtype.num == cnp.NPY_FLOAT32:
         with nogil:
             st = cattn_linear_packed_f32(<float *>pc, rsc, csc, <const float *>pa, rsa, csa,
                                          <const float *>pp, M, N, K, <const float *>pbias,
@@ -148,3 +166,58 @@ def linear_packed(cnp.ndarray C, int64_t rsc, int64_t csc, cnp.ndarray A, int64_
                                          <const double *>pp, M, N, K, <const double *>pbias,
                                          act, n_threads)
     _check(st)
+
+
+def qpacked_size(int64_t N, int64_t K):
+    """Bytes of a packed int8 (N, K) weight."""
+    return cattn_qpacked_size(N, K)
+
+
+def qweight_ok(cnp.ndarray abs_rowsum):
+    """True if 255 * sum_k |qw[j, k]| < 2^31 for every j (int32 (N,) contiguous)."""
+    return bool(cattn_qweight_ok(<const int32_t *>cnp.PyArray_DATA(abs_rowsum),
+                                 abs_rowsum.shape[0]))
+
+
+def linear_int8(cnp.ndarray C, int64_t rsc, int64_t csc, cnp.ndarray A, int64_t rsa,
+                int64_t csa, cnp.ndarray P, cnp.ndarray sw, cnp.ndarray colsum, int64_t M,
+                int64_t N, int64_t K, object bias, int act, int n_threads):
+    """C (OUT, float32 (M, N)) = int8 linear of A (float32 (M, K)) on the packed P."""
+    cdef void *pc = cnp.PyArray_DATA(C)
+    cdef void *pa = cnp.PyArray_DATA(A)
+    cdef void *pp = cnp.PyArray_DATA(P)
+    cdef void *ps = cnp.PyArray_DATA(sw)
+    cdef void *pz = cnp.PyArray_DATA(colsum)
+    cdef void *pbias = NULL
+    cdef int st
+    if bias is not None:
+        pbias = cnp.PyArray_DATA(<cnp.ndarray>bias)
+    with nogil:
+        st = cattn_linear_int8(<float *>pc, rsc, csc, <const float *>pa, rsa, csa,
+                               <const int8_t *>pp, <const float *>ps, <const int32_t *>pz,
+                               M, N, K, <const float *>pbias, act, n_threads)
+    _check(st)
+
+
+def quantize_rows(cnp.ndarray X):
+    """(q uint8 (M, K), sa float32 (M,), za int32 (M,), bad bool (M,)) of a
+    C-contiguous float32 (M, K) X: the row quantization of the int8 linear."""
+    cdef int64_t M = X.shape[0], K = X.shape[1]
+    cdef cnp.ndarray q = np.empty((M, K), np.uint8)
+    cdef cnp.ndarray sa = np.empty(M, np.float32)
+    cdef cnp.ndarray za = np.empty(M, np.int32)
+    cdef cnp.ndarray bad = np.empty(M, np.uint8)
+    cattn_quantize_rows(<uint8_t *>cnp.PyArray_DATA(q), <float *>cnp.PyArray_DATA(sa),
+                        <int32_t *>cnp.PyArray_DATA(za), <uint8_t *>cnp.PyArray_DATA(bad),
+                        <const float *>cnp.PyArray_DATA(X), K, 1, M, K)
+    return q, sa, za, bad.astype(bool)
+
+
+def qgemm_i32(cnp.ndarray qa, cnp.ndarray P, int64_t N):
+    """The int32 accumulators (M, N) of u8 qa (M, K, C-contiguous) times the
+    packed int8 weight P (a test hook: the kernel's exact integer sums)."""
+    cdef int64_t M = qa.shape[0], K = qa.shape[1]
+    cdef cnp.ndarray acc = np.zeros((M, N), np.int32)
+    _check(cattn_qgemm_i32(<int32_t *>cnp.PyArray_DATA(acc), <const uint8_t *>cnp.PyArray_DATA(qa),
+                           <const int8_t *>cnp.PyArray_DATA(P), M, N, K, 1))
+    return acc

@@ -98,6 +98,43 @@ int cattn_linear_packed_f64(double *C, int64_t rsc, int64_t csc, const double *A
                             int64_t csa, const double *P, int64_t M, int64_t N, int64_t K,
                             const double *bias, int act, int n_threads);
 
+/* bfloat16 weights: P16 holds the high 16 bits of the float32 panels (the
+ * same layout; the weight rounded to bfloat16 beforehand). Each panel is
+ * expanded to float32 before use, so the result is the float32 linear on
+ * the bfloat16 values, bit for bit. */
+int cattn_linear_packed_bf16(float *C, int64_t rsc, int64_t csc, const float *A, int64_t rsa,
+                             int64_t csa, const uint16_t *P16, int64_t M, int64_t N, int64_t K,
+                             const float *bias, int act, int n_threads);
+
+/* int8 weights (qgemm.c): qw (N, K) int8 in [-127, 127] with a scale sw[j]
+ * per output channel, packed by pack_weight into panels of 16 columns:
+ *   P[jp*k2*32 + p*32 + 2*j + t] = qw[jp*16 + j, 2*p + t]   (0 past N or K)
+ * k2 = ceil(K / 2) pairs (cattn_qpacked_size bytes); colsum[j] = sum_k qw[j, k].
+ * Each row i of A is quantized at call time (cattn_quantize_rows), then
+ *   C[i, j] = act(((float)(acc[i, j] - za[i] * colsum[j]) * sa[i]) * sw[j] + bias[j])
+ * with acc[i, j] = sum_k qa[i, k] * qw[j, k] exact in int32: the caller
+ * guarantees 255 * sum_k |qw[j, k]| < 2^31 (cattn_qweight_ok). A row holding
+ * NaN or +-inf gives NaN in every output of that row. */
+size_t cattn_qpacked_size(int64_t N, int64_t K);
+int cattn_qweight_ok(const int32_t *abs_rowsum, int64_t N);
+/* sw and colsum have N rounded up to 16 entries (0 past N). */
+int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_t rsa,
+                      int64_t csa, const int8_t *P, const float *sw, const int32_t *colsum,
+                      int64_t M, int64_t N, int64_t K, const float *bias, int act, int n_threads);
+/* Row quantization (asymmetric, u8): for row i of X (M, K), lo = min(0, min x),
+ * hi = max(0, max x), d = (double)hi - (double)lo, inv = 255 / d (double),
+ *   za[i] = clamp(rint(-lo * inv), 0, 255), q[i, k] = clamp(rint(x * inv) + za, 0, 255),
+ *   sa[i] = (float)(d / 255)     (rint: to nearest, ties to even)
+ * An all-zero row: q = 0, za = 0, sa = 0. bad[i] = 1 when the row holds NaN or
+ * +-inf (then q = 0, za = 0, sa = NaN). */
+void cattn_quantize_rows(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const float *X,
+                         int64_t rsx, int64_t csx, int64_t M, int64_t K);
+/* The int32 accumulators alone (a test hook): acc (M, N) = qa (M, K) u8 · qw^T
+ * from the packed P, by the micro-kernel cattn_linear_int8 runs with unit
+ * scales and no zero point (exact while |acc| <= 2^24, as float). */
+int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M, int64_t N,
+                    int64_t K, int n_threads);
+
 /* ---- attention.c: fused scaled-dot-product attention ----
  * O = softmax(Q K^T * scale + mask) V per (batch, head), flash-style: the
  * (L, S) score matrix is never stored. Legend: L queries, S keys, E head

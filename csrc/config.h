@@ -44,6 +44,14 @@
 /* Below this many flops (2*M*N*K) a GEMM runs on one thread. */
 #define CATTN_GEMM_MIN_FLOPS_PER_THREAD (1 << 18)
 
+/* int8 linear (qgemm.c): a 5 x 16 int32 register tile over the whole K
+ * (exact integer sums: no K blocking is needed for the order); threads take
+ * tasks of QMC rows x QNC columns (A block and B columns in L2). */
+#define CATTN_MR_I8 5
+#define CATTN_NR_I8 16
+#define CATTN_QGEMM_MC 40
+#define CATTN_QGEMM_NC 64
+
 /* Alignment of every scratch buffer (a cache line). */
 #define CATTN_ALIGN 64
 

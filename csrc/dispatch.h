@@ -55,6 +55,24 @@ typedef void (*cattn_few_rows_f32_t)(int64_t k, const float *a, int64_t lda, int
 typedef void (*cattn_pack_t16_f32_t)(float *dst, const float *src, int64_t ld, int64_t rows,
                                      int64_t rows_pad, int64_t k, float scale);
 
+/* int8 micro-kernel (qgemm.c): an m x 16 tile over all k2 pairs of K, the
+ * sums exact in int32 (no saturation), dequantized:
+ *   acc[i][j] = sum_{p<k2} lo(a[p*MR + i]) * b[p*32 + 2j] + hi(a[p*MR + i]) * b[p*32 + 2j + 1]
+ *   c[i*ldc + j] = ((float)(acc[i][j] - za[i] * colsum[j]) * sa[i]) * sw[j]
+ * for i < m (1..MR), j < 16, MR = CATTN_MR_I8; each * rounded on its own (no
+ * FMA), int32 -> float to nearest. a: a packed A panel, (k2, MR) uint32
+ * pairs of u8 values (lo = bits 0-15, hi = bits 16-31); b: a packed weight
+ * panel (int8, cattn.h states the layout); za, sa: the m rows'; colsum, sw:
+ * the panel's 16 columns. */
+typedef void (*cattn_ukr_i8_t)(int64_t k2, const uint32_t *a, int m, const int8_t *b,
+                               const int32_t *za, const float *sa, const int32_t *colsum,
+                               const float *sw, float *c, int64_t ldc);
+
+/* int8 row quantization of one contiguous row x[0:K] (NULL: the driver's
+ * portable loop), cattn.h's formula (cattn_quantize_rows) bit for bit:
+ * q[k] u8, *sa, *za; returns 1 when the row holds NaN or +-inf. */
+typedef int (*cattn_quant_row_t)(uint8_t *q, float *sa, int32_t *za, const float *x, int64_t K);
+
 /* ---- row kernels: one contiguous row (or block of columns) on the calling
  * thread; y may equal x exactly, nothing else may overlap ----
  *   softmax_row: y[n] = softmax(x[n]) (logsm = 0) or log_softmax (logsm = 1)
@@ -112,6 +130,8 @@ typedef struct {
     cattn_gemm_blocks gemm_f32, gemm_f64;   /* KC, MC, NC for this CPU (cpuinfo.h) */
     cattn_ukr_f32_t ukr_f32;
     cattn_ukr_f64_t ukr_f64;
+    cattn_ukr_i8_t ukr_i8;
+    cattn_quant_row_t quant_row_u8;
     cattn_dotn_f32_t dotn_f32;
     cattn_dotn_f64_t dotn_f64;
     cattn_pack_t16_f32_t pack_t16_f32;

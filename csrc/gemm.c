@@ -5,6 +5,7 @@
  */
 #include "dispatch.h"
 #include "threads.h"
+#include <string.h>
 
 typedef cattn_ukr_f32_t cattn_ukr_t_f32;
 typedef cattn_ukr_f64_t cattn_ukr_t_f64;
@@ -22,6 +23,17 @@ typedef cattn_ukr_f64_t cattn_ukr_t_f64;
 #define FEW_ROWS cattn_kt.few_rows_f32
 #define ACT cattn_kt.act_f32
 #include "gemm_tmpl.h"
+
+/* bfloat16 weights: the float32 driver on P16's expanded panels */
+int cattn_linear_packed_bf16(float *C, int64_t rsc, int64_t csc, const float *A, int64_t rsa,
+                             int64_t csa, const uint16_t *P16, int64_t M, int64_t N, int64_t K,
+                             const float *bias, int act, int n_threads)
+{
+    cattn_init();
+    gemm_args_f32 g = {C, rsc, csc, A, rsa, csa, NULL, 0, 0, M, N, K, bias, act,
+                       NULL, P16, cattn_round_up(N, CATTN_NR_F32)};
+    return linear_packed_run_f32(&g, n_threads);
+}
 
 #define T double
 #define SFX f64

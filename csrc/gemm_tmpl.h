@@ -17,8 +17,21 @@ typedef struct {
     const T *bias;
     int act;
     const T *P;           /* prepacked B (pack_weight) or NULL; */
+    const uint16_t *P16;  /* or prepacked bfloat16 panels (same layout), or NULL */
     int64_t np;           /* its panel width: N rounded up to NR */
 } FN(gemm_args);
+
+/* bfloat16 panels to T: dst[i] = the float whose high 16 bits are src[i]
+ * (exact: every bfloat16 is a float) */
+static void FN(bf16_expand)(T *CATTN_RESTRICT dst, const uint16_t *CATTN_RESTRICT src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t u = (uint32_t)src[i] << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        dst[i] = (T)f;
+    }
+}
 
 /* dst: ceil(mc/MR) panels of (kc, MR); A: (mc, kc) strided; zero-padded rows */
 static void FN(cattn_pack_a)(T *CATTN_RESTRICT dst, const T *A, int64_t rsa, int64_t csa,
@@ -138,7 +151,9 @@ static void FN(gemm_run)(const FN(gemm_args) *g, T *bufB, T *bufA,
             const int acc = pc > 0;               /* later K blocks add to C */
             const int epilogue = pc + kc >= K && (g->bias || g->act);
             const T *pb = bufB;
-            if (g->P)                  /* prepacked: block pc, panels from jc */
+            if (g->P16)                /* bfloat16 panels: expanded per block */
+                FN(bf16_expand)(bufB, g->P16 + pc * g->np + jc * kc, npan * NR * kc);
+            else if (g->P)             /* prepacked: block pc, panels from jc */
                 pb = g->P + pc * g->np + jc * kc;
             else
                 FN(cattn_pack_b)(bufB, g->B + pc * g->rsb + jc * g->csb, g->rsb, g->csb, kc, nc);
@@ -230,22 +245,34 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, const T *a, int64
 {
     const int64_t n = cattn_min64(GEMV_CHUNK, g->N - j0), npan = cattn_cdiv(n, NR);
     const int64_t M = g->M, K = g->K;
-    if (g->P) {                    /* prepacked panels: rows of A in place */
+    if (g->P || g->P16) {          /* prepacked panels: rows of A in place */
+        /* bfloat16: one panel at a time expanded into bp (L1), all rows on it */
+        const int64_t step = g->P16 ? 1 : npan;
         for (int64_t pc = 0; pc < K; pc += KC) {
             const int64_t kc = cattn_min64(KC, K - pc);
-            const T *pb = g->P + pc * g->np + j0 * kc;
-            int64_t i = 0;
-            for (; i + MR <= M; i += MR)                      /* full MR rows */
-                for (int64_t jp = 0; jp < npan; jp++)
-                    UKR(kc, a + i * K + pc, 1, K, pb + jp * NR * kc, NR,
-                        tmp + i * GEMV_LD + jp * NR, GEMV_LD, pc > 0);
-            if (i < M && FEW_ROWS && M - i <= 3) {                /* 1-3 rows */
-                FEW_ROWS(kc, a + i * K + pc, K, (int)(M - i), pb, npan, NR * kc,
-                         tmp + i * GEMV_LD, GEMV_LD, pc > 0);
-            } else if (i < M) {                  /* zero rows up to MR: a is MP */
-                for (int64_t jp = 0; jp < npan; jp++)
-                    UKR(kc, a + i * K + pc, 1, K, pb + jp * NR * kc, NR,
-                        tmp + i * GEMV_LD + jp * NR, GEMV_LD, pc > 0);
+            for (int64_t jq = 0; jq < npan; jq += step) {
+                const int64_t nq = cattn_min64(step, npan - jq);
+                const T *pb;
+                if (g->P16) {
+                    FN(bf16_expand)(bp, g->P16 + pc * g->np + (j0 + jq * NR) * kc, NR * kc);
+                    pb = bp;
+                } else {
+                    pb = g->P + pc * g->np + (j0 + jq * NR) * kc;
+                }
+                T *tq = tmp + jq * NR;
+                int64_t i = 0;
+                for (; i + MR <= M; i += MR)                  /* full MR rows */
+                    for (int64_t jp = 0; jp < nq; jp++)
+                        UKR(kc, a + i * K + pc, 1, K, pb + jp * NR * kc, NR,
+                            tq + i * GEMV_LD + jp * NR, GEMV_LD, pc > 0);
+                if (i < M && FEW_ROWS && M - i <= 3) {            /* 1-3 rows */
+                    FEW_ROWS(kc, a + i * K + pc, K, (int)(M - i), pb, nq, NR * kc,
+                             tq + i * GEMV_LD, GEMV_LD, pc > 0);
+                } else if (i < M) {              /* zero rows up to MR: a is MP */
+                    for (int64_t jp = 0; jp < nq; jp++)
+                        UKR(kc, a + i * K + pc, 1, K, pb + jp * NR * kc, NR,
+                            tq + i * GEMV_LD + jp * NR, GEMV_LD, pc > 0);
+                }
             }
         }
     } else if (ROWS_TN) {
@@ -273,12 +300,15 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, const T *a, int64
 static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
 {
     const int64_t nch = cattn_cdiv(g->N, GEMV_CHUNK), M = g->M, K = g->K;
-    const int rows_tn = !g->P && ROWS_TN != NULL;
+    const int packed = g->P || g->P16;
+    const int rows_tn = !packed && ROWS_TN != NULL;
     const int64_t MP = rows_tn ? (M == 1 ? 1 : cattn_round_up(M, 8)) : cattn_round_up(M, MR);
     const int nt = cattn_threads_for((double)M * g->N * K, CATTN_GEMV_WORK_PER_THREAD,
                                      nch, n_threads);
     const size_t asz = cattn_round_up((size_t)(MP * K), 16);
-    const size_t bsz = rows_tn || g->P ? 0 : (size_t)cattn_min64(KC, K) * GEMV_LD;
+    const size_t bsz = rows_tn || g->P ? 0
+                       : g->P16 ? (size_t)cattn_min64(KC, K) * NR
+                       : (size_t)cattn_min64(KC, K) * GEMV_LD;
     const size_t per = cattn_round_up(bsz + (size_t)MP * GEMV_LD, 16);
     T *buf = cattn_aligned_alloc(sizeof(T) * (asz + per * nt));
     if (!buf) return CATTN_ENOMEM;
@@ -302,7 +332,7 @@ int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
 {
     cattn_init();
     if (nb <= 0 || M <= 0 || N <= 0) return CATTN_OK;
-    FN(gemm_args) g0 = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, bias, act, NULL, 0};
+    FN(gemm_args) g0 = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, bias, act, NULL, NULL, 0};
     if (K <= 0) {
         for (int64_t b = 0; b < nb; b++) {
             FN(gemm_args) g = g0; g.C = C + offc[b];
@@ -351,7 +381,7 @@ int FN(cattn_gemm)(T *C, int64_t rsc, int64_t csc,
     static const int64_t zero = 0;
     cattn_init();
     if (M > 0 && N > 0 && K > 0 && M <= CATTN_GEMV_MAX_M && rsb == 1) {
-        FN(gemm_args) g = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, bias, act, NULL, 0};
+        FN(gemm_args) g = {C, rsc, csc, A, rsa, csa, B, rsb, csb, M, N, K, bias, act, NULL, NULL, 0};
         return FN(gemv)(&g, n_threads);
     }
     return FN(cattn_gemm_batched)(C, &zero, rsc, csc, A, &zero, rsa, csa, B, &zero, rsb, csb,
@@ -383,29 +413,39 @@ void FN(cattn_pack_weight)(T *P, const T *W, int64_t rsw, int64_t csw, int64_t N
         FN(cattn_pack_b)(P + pc * np, W + pc * csw, csw, rsw, cattn_min64(KC, K - pc), N);
 }
 
-/* C = A · W^T (+ bias, act) on a prepacked W: the blocked path and the
- * few-row path read P's panels; the same accumulation order as cattn_gemm. */
+/* C = A · W^T (+ bias, act) on prepacked panels (g->P, or bfloat16 g->P16
+ * expanded per block: then each thread expands its B panels like the
+ * plain path packs them). The same accumulation order as cattn_gemm. */
+static int FN(linear_packed_run)(FN(gemm_args) *g, int n_threads)
+{
+    if (g->M <= 0 || g->N <= 0) return CATTN_OK;
+    if (g->K <= 0) {
+        FN(gemm_empty_k)(g);
+        return CATTN_OK;
+    }
+    if (g->M <= CATTN_GEMV_MAX_M) return FN(gemv)(g, n_threads);
+    const int nt = FN(gemm_threads)(g->M, g->N, g->K, n_threads);
+    const size_t bsz = g->P16 ? cattn_round_up(FN(gemm_b_size)(g->N, g->K), 64) : 0;
+    const size_t per = cattn_round_up(bsz + FN(gemm_a_size)(g->M, g->K), 64);
+    T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
+    if (!buf) return CATTN_ENOMEM;
+    CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
+    {
+        T *mine = buf + per * CATTN_TID();
+        FN(gemm_run_part)(g, mine, mine + bsz, CATTN_TID(), CATTN_NT());
+    }
+    cattn_aligned_free(buf);
+    return CATTN_OK;
+}
+
 int FN(cattn_linear_packed)(T *C, int64_t rsc, int64_t csc, const T *A, int64_t rsa,
                             int64_t csa, const T *P, int64_t M, int64_t N, int64_t K,
                             const T *bias, int act, int n_threads)
 {
     cattn_init();
-    if (M <= 0 || N <= 0) return CATTN_OK;
     FN(gemm_args) g = {C, rsc, csc, A, rsa, csa, NULL, 0, 0, M, N, K, bias, act,
-                       P, cattn_round_up(N, NR)};
-    if (K <= 0) {
-        FN(gemm_empty_k)(&g);
-        return CATTN_OK;
-    }
-    if (M <= CATTN_GEMV_MAX_M) return FN(gemv)(&g, n_threads);
-    const int nt = FN(gemm_threads)(M, N, K, n_threads);
-    const size_t per = cattn_round_up(FN(gemm_a_size)(M, K), 64);
-    T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
-    if (!buf) return CATTN_ENOMEM;
-    CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
-    FN(gemm_run_part)(&g, NULL, buf + per * CATTN_TID(), CATTN_TID(), CATTN_NT());
-    cattn_aligned_free(buf);
-    return CATTN_OK;
+                       P, NULL, cattn_round_up(N, NR)};
+    return FN(linear_packed_run)(&g, n_threads);
 }
 
 #undef GEMV_CHUNK

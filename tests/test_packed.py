@@ -126,7 +126,7 @@ def test_errors(rng):
         cattn.pack_weight(np.zeros(4, F32))
     with pytest.raises(TypeError):
         cattn.pack_weight(np.zeros((2, 2), np.int32))
-    for bad in ("bfloat16", "int8", "fp32", None, F32):
+    for bad in ("bf16", "uint8", "fp32", None, F32):
         with pytest.raises(ValueError, match="dtype must be one of"):
             cattn.pack_weight(w, dtype=bad)
     with pytest.raises(TypeError, match="cattn.pack_weight"):

@@ -153,6 +153,10 @@ def _linear_packed(x, packed, bias, activation, out):
         arrays.append(bias)
     for name, a in zip(("x", "bias"), arrays):
         if a.dtype != dtype:
+            if packed.format in ("bfloat16", "int8"):
+                raise TypeError(f"{op}: {name} is {a.dtype} but the packed weight is "
+                                f"{packed.format}, which computes in {dtype}: cast {name} "
+                                f"to {dtype}")
             raise TypeError(f"{op}: {name} is {a.dtype} but the packed weight is {dtype}: "
                             f"cast {name}, or pack the weight as {a.dtype.name}")
     shape = x.shape[:-1] + (N,)
@@ -165,9 +169,13 @@ def _linear_packed(x, packed, bias, activation, out):
         return out
     X = np.ascontiguousarray(readable(x, dtype)).reshape(M, K)
     C = out if out.flags.c_contiguous else np.empty(shape, dtype)
-    _ext.linear_packed(C.reshape(M, N), N, 1, X, K, 1, packed._data, M, N, K,
-                       contiguous(bias, dtype) if bias is not None else None, act,
-                       get_num_threads())
+    b = contiguous(bias, dtype) if bias is not None else None
+    if packed._format == "int8":
+        _ext.linear_int8(C.reshape(M, N), N, 1, X, K, 1, packed._data, packed._scale,
+                         packed._colsum, M, N, K, b, act, get_num_threads())
+    else:
+        _ext.linear_packed(C.reshape(M, N), N, 1, X, K, 1, packed._data, M, N, K, b, act,
+                           get_num_threads())
     if C is not out:
         out[...] = C
     return out

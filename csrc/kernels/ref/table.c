@@ -6,6 +6,8 @@ void cattn_kernels_ref(cattn_dispatch_t *kt)
     kt->name = "portable";
     kt->ukr_f32 = cattn_ukr_ref_f32;
     kt->ukr_f64 = cattn_ukr_ref_f64;
+    kt->ukr_i8 = cattn_ukr_ref_i8;
+    kt->quant_row_u8 = NULL;                       /* the driver's loop */
     kt->dotn_f32 = cattn_dotn_ref_f32;
     kt->dotn_f64 = cattn_dotn_ref_f64;
     kt->pack_t16_f32 = NULL;                       /* the driver's scalar packing */

@@ -1,0 +1,224 @@
+/* qgemm.c — int8 linear layers (cattn.pack_weight(w, dtype="int8")):
+ *   C[M,N] = act(dequant(qa[M,K] · qw[N,K]^T) + bias[N])
+ * qw: the weight in int8 [-127, 127] with a scale per output channel
+ * (symmetric, packed once: cattn.h states the layout); qa: each row of A
+ * quantized at call time to u8 [0, 255] with its own scale and zero point
+ * (asymmetric: the full 8 bits span [min(0, min x), max(0, max x)]).
+ * The sums are exact int32 (cattn_qweight_ok bounds them), so blocking,
+ * threads and the other rows never change a result's bits.
+ *
+ * Loops: quantize + pack A (all rows, pairs of k per 32-bit word) ->
+ * tasks of QMC rows x QNC columns (dynamic) -> per MR-row panel: the
+ * micro-kernel on each 16-column panel over the whole K, the epilogue
+ * (zero point, scales, bias) into a row buffer, then the activation and
+ * the store. Legend: M rows, N outputs, K inputs, k2 = ceil(K/2).
+ */
+#include <math.h>
+#include <string.h>
+#include "dispatch.h"
+#include "threads.h"
+
+#define QMR CATTN_MR_I8
+#define QNR CATTN_NR_I8
+
+size_t cattn_qpacked_size(int64_t N, int64_t K)
+{
+    return (size_t)cattn_round_up(N, QNR) * (size_t)(2 * cattn_cdiv(K, 2));
+}
+
+/* 1 if every 255 * sum_k |qw[j, k]| fits in int32 (then so does every
+ * partial sum of every accumulator and acc - za * colsum) */
+int cattn_qweight_ok(const int32_t *abs_rowsum, int64_t N)
+{
+    for (int64_t j = 0; j < N; j++)
+        if (abs_rowsum[j] < 0 || (int64_t)abs_rowsum[j] * 255 > INT32_MAX) return 0;
+    return 1;
+}
+
+/* to nearest, ties to even, for |v| < 2^51: v + 1.5 * 2^52 lands where the
+ * spacing of doubles is 1 (no libm call: vectorizes) */
+static inline double rint_small(double v)
+{
+    const double magic = 6755399441055744.0;
+    return (v + magic) - magic;
+}
+
+/* one row (cattn.h: cattn_quantize_rows), element k at x[k*csx] */
+static void quantize_row(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const float *x,
+                         int64_t csx, int64_t K)
+{
+    float lo = 0.0f, hi = 0.0f;
+    int nonfinite = 0;
+    for (int64_t k = 0; k < K; k++) {
+        const float v = x[k * csx];
+        nonfinite |= !(v - v == 0.0f);                 /* NaN or +-inf */
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    *bad = (uint8_t)nonfinite;
+    const double d = (double)hi - (double)lo;
+    if (nonfinite || d == 0.0) {
+        if (K > 0) memset(q, 0, (size_t)K);
+        *za = 0;
+        *sa = nonfinite ? NAN : 0.0f;
+        return;
+    }
+    const double inv = 255.0 / d;
+    double z = rint_small(-(double)lo * inv);
+    z = z < 0 ? 0 : z > 255 ? 255 : z;
+    for (int64_t k = 0; k < K; k++) {
+        double v = rint_small((double)x[k * csx] * inv) + z;
+        v = v < 0 ? 0 : v > 255 ? 255 : v;
+        q[k] = (uint8_t)v;
+    }
+    *za = (int32_t)z;
+    *sa = (float)(d / 255.0);
+}
+
+void cattn_quantize_rows(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const float *X,
+                         int64_t rsx, int64_t csx, int64_t M, int64_t K)
+{
+    cattn_init();
+    for (int64_t i = 0; i < M; i++) {
+        if (csx == 1 && cattn_kt.quant_row_u8)
+            bad[i] = (uint8_t)cattn_kt.quant_row_u8(q + i * K, sa + i, za + i, X + i * rsx, K);
+        else
+            quantize_row(q + i * K, sa + i, za + i, bad + i, X + i * rsx, csx, K);
+    }
+}
+
+/* rows [i0, i1) of q (u8, row stride K) into MR-row panels of pairs (MR = CATTN_MR_I8):
+ * A[(i/MR)*MR*k2 + p*MR + i%MR] = q[i, 2p] | q[i, 2p+1] << 16 (0 past K and M) */
+static void pack_pairs(uint32_t *A, const uint8_t *q, int64_t i0, int64_t i1, int64_t M,
+                       int64_t K, int64_t k2)
+{
+    for (int64_t i = i0; i < i1; i++) {
+        uint32_t *dst = A + (i / QMR) * QMR * k2 + i % QMR;
+        if (i >= M) {
+            for (int64_t p = 0; p < k2; p++) dst[p * QMR] = 0;
+            continue;
+        }
+        const uint8_t *r = q + i * K;
+        for (int64_t p = 0; p < K / 2; p++)
+            dst[p * QMR] = (uint32_t)r[2 * p] | (uint32_t)r[2 * p + 1] << 16;
+        if (K % 2) dst[(k2 - 1) * QMR] = r[K - 1];
+    }
+}
+
+typedef struct {
+    float *C; int64_t rsc, csc;
+    const uint32_t *A;                /* packed pairs, ceil(M/6) panels */
+    const float *sa; const int32_t *za;
+    const int8_t *P; const float *sw; const int32_t *colsum;    /* sw, colsum: Np */
+    const float *bias; int act;
+    int64_t M, N, k2;
+} qgemm_args;
+
+/* rows [r0, r0+mr) (one MR-row panel) x columns [c0, c0+nc): the
+ * micro-kernel (sums and dequantization) per 16-column panel into buf
+ * (mr x QNC), then bias, activation and the store */
+static void qgemm_panel(const qgemm_args *g, int64_t r0, int mr, int64_t c0, int64_t nc,
+                        float *buf)
+{
+    const uint32_t *a = g->A + (r0 / QMR) * QMR * g->k2;
+    for (int64_t jl = 0; jl < nc; jl += QNR) {
+        const int64_t c = c0 + jl;
+        cattn_kt.ukr_i8(g->k2, a, mr, g->P + (c / QNR) * g->k2 * 2 * QNR, g->za + r0,
+                        g->sa + r0, g->colsum + c, g->sw + c, buf + jl, CATTN_QGEMM_NC);
+    }
+    for (int i = 0; i < mr; i++) {
+        float *y = buf + i * CATTN_QGEMM_NC;
+        if (g->bias)
+            for (int64_t j = 0; j < nc; j++) y[j] += g->bias[c0 + j];
+        if (g->act != CATTN_ACT_NONE) cattn_kt.act_f32(y, y, nc, g->act);
+        float *dst = g->C + (r0 + i) * g->rsc + c0 * g->csc;
+        if (g->csc == 1)
+            memcpy(dst, y, sizeof(float) * (size_t)nc);
+        else
+            for (int64_t j = 0; j < nc; j++) dst[j * g->csc] = y[j];
+    }
+}
+
+int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_t rsa,
+                      int64_t csa, const int8_t *P, const float *sw, const int32_t *colsum,
+                      int64_t M, int64_t N, int64_t K, const float *bias, int act, int n_threads)
+{
+    cattn_init();
+    if (M <= 0 || N <= 0) return CATTN_OK;
+    const int64_t k2 = cattn_cdiv(K, 2), mp = cattn_round_up(M, QMR);
+    /* scratch: q (M x K u8), A pairs (mp x k2 u32), sa, za, bad */
+    const size_t qsz = cattn_round_up((size_t)(M * K), 64);
+    const size_t asz = sizeof(uint32_t) * (size_t)(mp * k2);
+    const size_t rsz = cattn_round_up((size_t)M * (2 * sizeof(float) + 1), 64);
+    uint8_t *mem = cattn_aligned_alloc(qsz + cattn_round_up(asz, 64) + rsz);
+    if (!mem) return CATTN_ENOMEM;
+    uint8_t *q = mem;
+    uint32_t *Ap = (uint32_t *)(mem + qsz);
+    float *sa = (float *)(mem + qsz + cattn_round_up(asz, 64));
+    int32_t *za = (int32_t *)(sa + M);
+    uint8_t *bad = (uint8_t *)(za + M);
+    const qgemm_args g = {C, rsc, csc, Ap, sa, za, P, sw, colsum, bias, act, M, N, k2};
+
+    const int64_t nrb = cattn_cdiv(M, CATTN_QGEMM_MC), ncb = cattn_cdiv(N, CATTN_QGEMM_NC);
+    const int64_t npanels = cattn_cdiv(M, QMR);
+    const int nt = cattn_threads_for((double)M * (double)N * (double)K,
+                                     CATTN_GEMV_WORK_PER_THREAD, nrb * ncb, n_threads);
+    float *bufs = cattn_aligned_alloc(sizeof(float) * QMR * CATTN_QGEMM_NC * (size_t)nt);
+    if (!bufs) { cattn_aligned_free(mem); return CATTN_ENOMEM; }
+    CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
+    {
+        CATTN_OMP(omp for schedule(dynamic, 1))
+        for (int64_t ip = 0; ip < npanels; ip++) {        /* quantize + pack A */
+            const int64_t i0 = ip * QMR, i1 = cattn_min64(M, i0 + QMR);
+            for (int64_t i = i0; i < i1; i++) {
+                if (csa == 1 && cattn_kt.quant_row_u8)
+                    bad[i] = (uint8_t)cattn_kt.quant_row_u8(q + i * K, sa + i, za + i,
+                                                            A + i * rsa, K);
+                else
+                    quantize_row(q + i * K, sa + i, za + i, bad + i, A + i * rsa, csa, K);
+            }
+            pack_pairs(Ap, q, i0, i0 + QMR, M, K, k2);
+        }
+        float *buf = bufs + QMR * CATTN_QGEMM_NC * CATTN_TID();
+        CATTN_OMP(omp for schedule(dynamic, 1))
+        for (int64_t t = 0; t < nrb * ncb; t++) {          /* QMC x QNC tasks */
+            const int64_t r0 = t / ncb * CATTN_QGEMM_MC, c0 = t % ncb * CATTN_QGEMM_NC;
+            const int64_t r1 = cattn_min64(M, r0 + CATTN_QGEMM_MC);
+            const int64_t nc = cattn_min64(CATTN_QGEMM_NC, N - c0);
+            for (int64_t r = r0; r < r1; r += QMR)
+                qgemm_panel(&g, r, (int)cattn_min64(QMR, r1 - r), c0, nc, buf);
+        }
+    }
+    cattn_aligned_free(bufs);
+    cattn_aligned_free(mem);
+    return CATTN_OK;
+}
+
+int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M, int64_t N,
+                    int64_t K, int n_threads)
+{
+    cattn_init();
+    (void)n_threads;
+    if (M <= 0 || N <= 0) return CATTN_OK;
+    const int64_t k2 = cattn_cdiv(K, 2), mp = cattn_round_up(M, QMR);
+    const size_t asz = cattn_round_up(sizeof(uint32_t) * (size_t)(mp * k2), 64);
+    uint8_t *mem = cattn_aligned_alloc(asz + 64);
+    if (!mem) return CATTN_ENOMEM;
+    uint32_t *Ap = (uint32_t *)mem;
+    pack_pairs(Ap, qa, 0, mp, M, K, k2);
+    static const int32_t zero[QNR > QMR ? QNR : QMR];
+    float one[QNR > QMR ? QNR : QMR], tile[QMR * QNR];
+    for (int i = 0; i < (QNR > QMR ? QNR : QMR); i++) one[i] = 1.0f;
+    for (int64_t r = 0; r < M; r += QMR) {
+        const int mr = (int)cattn_min64(QMR, M - r);
+        for (int64_t c = 0; c < N; c += QNR) {
+            cattn_kt.ukr_i8(k2, Ap + r * k2, mr, P + (c / QNR) * k2 * 2 * QNR, zero, one,
+                            zero, one, tile, QNR);
+            for (int i = 0; i < mr; i++)
+                for (int64_t j = 0; j < cattn_min64(QNR, N - c); j++)
+                    acc[(r + i) * N + c + j] = (int32_t)tile[i * QNR + j];
+        }
+    }
+    cattn_aligned_free(mem);
+    return CATTN_OK;
+}
