@@ -186,6 +186,15 @@ def test_cli_workers_starts_a_local_cluster(enc, tmp_path, capsys):
     assert main(["embed", "x", "--workers", "0"]) == 2
 
 
+def test_weights_reach_the_workers(client):
+    """weights= is the workers' from_pretrained format: the bits of a local
+    int8 encoder; each worker caches the model by (path, weights)."""
+    texts = TEXTS[:9]
+    want = SentenceEncoder.from_pretrained(weights="int8").encode(texts)
+    same_bits(cd.embed(texts, client=client, weights="int8", partition_size=4).compute(), want)
+    assert any((None, "int8") in st["loads"] for st in client.run(cd.worker_state).values())
+
+
 def _signal_then_wait(part, flag, marker):
     """Upstream task of one partition: write this worker's pid to `flag` and
     linger 3 s, so the test can kill the worker while the job runs."""
