@@ -686,6 +686,16 @@ class MultiheadAttention(Module):
             return W.linear(x, b, (lo, hi))
         return linear(x, W[lo:hi], None if b is None else b[lo:hi])
 
+    def _qkv(self, x):
+        """Self-attention's projections of x (..., E): (q (..., E), kv
+        (..., 2E)), views of one GEMM's (..., 3E) result, or one GEMM per
+        packed row block (PackedRows: query | key, value), no copy."""
+        E = self.embed_dim
+        if isinstance(self.in_proj_weight, PackedRows):
+            return self._in_proj(x, 0, E), self._in_proj(x, E, 3 * E)
+        y = self._in_proj(x, 0, 3 * E)
+        return y[..., :E], y[..., E:]
+
     def _project(self, q_in, k_in, v_in, shared_qkv, shared_kv, bf):
         E, H = self.embed_dim, self.num_heads
         if not self._qkv_same_embed_dim:
@@ -695,7 +705,8 @@ class MultiheadAttention(Module):
             return [_split_heads(linear(x, w, c), 1, H, bf)[0]
                     for x, w, c in zip((q_in, k_in, v_in), ws, bs)]
         if shared_qkv:  # self-attention: the whole (3E, E) weight on one input
-            return _split_heads(self._in_proj(q_in, 0, 3 * E), 3, H, bf)
+            q, kv = self._qkv(q_in)
+            return (_split_heads(q, 1, H, bf)[0], *_split_heads(kv, 2, H, bf))
         q = _split_heads(self._in_proj(q_in, 0, E), 1, H, bf)[0]
         if shared_kv:   # cross-attention: K, V together
             k, v = _split_heads(self._in_proj(k_in, E, 3 * E), 2, H, bf)
@@ -831,8 +842,9 @@ class MultiheadAttention(Module):
         real-tokens-only path, see RealTokens): x (T, E) their rows, tokens
         a RealTokens (B, L). Returns (out (T, E), weights or None).
 
-        Q, K and V are projected for the T rows only (in_proj_weight). Without attn_mask, each sequence then attends over
-        its own real tokens alone (one fused attention call per sequence; no
+        Q, K and V are projected for the T rows only (in_proj_weight).
+        Without attn_mask, each sequence then attends over its own real
+        tokens alone (one fused attention call per sequence; no
         padding enters it, so a sequence's rows have the same bits whatever
         else is in the batch: batch invariance). With an attn_mask (L, L) or
         (B*H, L, L), the rows are spread into the padded layout (padding
@@ -855,14 +867,14 @@ class MultiheadAttention(Module):
         if x.shape != (tokens.T, E):
             raise ValueError(f"{owner}: x has shape {x.shape}; expected the (T, E) = "
                              f"{(tokens.T, E)} rows of the real tokens")
-        qkv_rows = self._in_proj(x, 0, 3 * E)                                 # (T, 3E)
+        q_rows, kv_rows = self._qkv(x)                                       # (T, E), (T, 2E)
         lengths = tokens.real_lengths() if attn_mask is None else None
         each = lengths is not None and (self.rotary is None or tokens.right_padded())
         if each:
-            ctx = self._attend_each(qkv_rows, lengths, is_causal)               # (T, E)
+            ctx = self._attend_each(q_rows, kv_rows, lengths, is_causal)        # (T, E)
         weights = None
         if need_weights or not each:
-            qkv = tokens.spread(qkv_rows)                                      # (B*L, 3E)
+            qkv = tokens.spread(np.concatenate((q_rows, kv_rows), axis=1))    # (B*L, 3E)
             q, k, v = _split_heads(qkv.reshape(B, L, 3 * E), 3, H, True)      # (B, H, L, D)
             if self.rotary is not None:
                 q, k = self.rotary(q, k)
@@ -877,15 +889,15 @@ class MultiheadAttention(Module):
                 ctx = tokens.gather(ctx.reshape(B * L, E))                     # (T, E)
         return linear(ctx, self.out_proj.weight, self.out_proj.bias), weights
 
-    def _attend_each(self, qkv_rows, lengths, is_causal):
-        """Attention of each sequence over its own real tokens only: qkv_rows
-        (T, 3E) the projected real tokens (sequence-major, in position
-        order), lengths (B,) their counts -> ctx (T, E). No padding enters
+    def _attend_each(self, q_rows, kv_rows, lengths, is_causal):
+        """Attention of each sequence over its own real tokens only: q_rows
+        (T, E) and kv_rows (T, 2E) the projected real tokens (sequence-major,
+        in position order), lengths (B,) their counts -> ctx (T, E). No padding enters
         the kernel, so a sequence's result has the same bits whatever else
         is in the batch and however long the batch is padded (batch
         invariance); masked-out padding keys contribute nothing either way."""
         E, H = self.embed_dim, self.num_heads
-        ctx = np.empty((qkv_rows.shape[0], E), self.dtype)
+        ctx = np.empty((q_rows.shape[0], E), self.dtype)
         # consecutive sequences of one length are consecutive row blocks:
         # one call for each such run (units are independent in the kernel,
         # so a run gives each sequence the bits it gets alone)
@@ -897,7 +909,8 @@ class MultiheadAttention(Module):
             b, n = run.size, int(run[0])
             if n:
                 rows = slice(start, start + b * n)
-                q, k, v = _split_heads(qkv_rows[rows].reshape(b, n, 3 * E), 3, H, True)
+                q = _split_heads(q_rows[rows].reshape(b, n, E), 1, H, True)[0]
+                k, v = _split_heads(kv_rows[rows].reshape(b, n, 2 * E), 2, H, True)
                 if self.rotary is not None:
                     q, k = self.rotary(q, k)
                 scaled_dot_product_attention(

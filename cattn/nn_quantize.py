@@ -81,22 +81,22 @@ class PackedRows:
 
     def linear(self, x, bias=None, rows=None):
         """x @ W[lo:hi].T + bias[lo:hi] for rows = (lo, hi) (default: all of
-        W), bias (N,) or None: (..., hi - lo). Each piece that holds some of
-        the rows runs whole, into its columns of one result (a slice of W
-        that cuts a piece computes that piece's other columns too)."""
+        W), bias (N,) or None -> (..., hi - lo). Each piece holding some of
+        those rows runs whole (a range that cuts a piece computes the
+        piece's other columns too, then drops them)."""
         N = self.shape[0]
         lo, hi = (0, N) if rows is None else rows
-        use = [(a, a + p.shape[0], p) for a, p in zip(self.starts, self.pieces)
-               if a < hi and a + p.shape[0] > lo]
-        first, last = use[0][0], use[-1][1]
-        b = (lambda a, z: None) if bias is None else (lambda a, z: bias[a:z])
-        if len(use) == 1:
-            y = linear(x, use[0][2], b(first, last))
-        else:
-            y = np.empty(np.shape(x)[:-1] + (last - first,), self.dtype)
-            for a, z, p in use:
-                linear(x, p, b(a, z), out=y[..., a - first:z - first])
-        return y if (lo, hi) == (first, last) else y[..., lo - first:hi - first]
+        if not 0 <= lo < hi <= N:
+            raise ValueError(f"PackedRows.linear: rows must be (lo, hi) with 0 <= lo < hi <= "
+                             f"{N}, got {rows!r}")
+        ys, first = [], None
+        for a, p in zip(self.starts, self.pieces):
+            z = a + p.shape[0]
+            if a < hi and z > lo:
+                first = a if first is None else first
+                ys.append(linear(x, p, None if bias is None else bias[a:z]))
+        y = ys[0] if len(ys) == 1 else np.concatenate(ys, axis=-1)
+        return y[..., lo - first:hi - first]
 
 
 PACKED = (PackedWeight, PackedRows)

@@ -221,6 +221,27 @@ def test_mha_state_dict_load_and_assign(rng):
     assert isinstance(twin.self_attn.in_proj_weight, nn.PackedRows)
 
 
+@pytest.mark.parametrize("fmt", ["float32", "bfloat16", "int8"])
+def test_packed_rows_equal_one_fused_weight(rng, fmt):
+    """PackedRows.linear: the pieces' columns are the fused weight's bits
+    (int8 included: its activations are quantized per row, the same for
+    every piece), for any rows of W."""
+    W = rng.standard_normal((3 * E, E)).astype(np.float32)
+    b = rng.standard_normal(3 * E).astype(np.float32)
+    rows = nn.PackedRows(W, fmt, (E,))
+    assert rows.shape == (3 * E, E) and rows.format == fmt
+    fused = cattn.pack_weight(W, fmt)
+    np.testing.assert_array_equal(rows.unpack(), fused.unpack())
+    for shape in ((1, E), (7, E), (2, 33, E)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        want = cattn.linear(x, fused, b)
+        np.testing.assert_array_equal(rows.linear(x, b), want)
+        for lo, hi in ((0, E), (E, 3 * E), (E, 2 * E), (2 * E, 3 * E)):
+            np.testing.assert_array_equal(rows.linear(x, b, (lo, hi)), want[..., lo:hi])
+    with pytest.raises(ValueError, match=r"rows must be \(lo, hi\)"):
+        rows.linear(x, b, (E, E))
+
+
 def test_errors():
     with pytest.raises(TypeError, match="cattn.nn.Module"):
         nn.pack_weights(np.zeros((2, 2)))
