@@ -52,6 +52,10 @@ Documented departures from torch:
   value overflows; non-float arrays raise TypeError.
 - Extensions, all keyword-only or extra methods: skip_padding= on the
   encoder layer and stack, forward_tokens, kv_cache= (DecoderOnly).
+- Linear weights in a packed format, as torch's quantize_dynamic:
+  quantize(module, "float32" | "bfloat16" | "int8") and pack_weights(module)
+  (cattn/nn_quantize.py); a packed MultiheadAttention holds in_proj_weight
+  as a PackedRows (query rows | key and value rows).
 """
 import contextvars
 import copy
