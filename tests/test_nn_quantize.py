@@ -23,6 +23,7 @@ References and tolerances:
   >= 0.9999, int8 min >= 0.99 and median >= 0.998 (issue 12's bar).
 """
 import copy
+import pickle
 
 import numpy as np
 import pytest
@@ -230,6 +231,11 @@ def test_state_dict_load_and_assign_keep_the_format(rng, dtype):
     m.load_state_dict(_layer().state_dict())
     assert {p.format for p in _packed(m).values()} == {dtype}
     assert isinstance(m.self_attn.in_proj_weight, nn.PackedRows)
+    twin = pickle.loads(pickle.dumps(m))
+    assert {p.format for p in _packed(twin).values()} == {dtype}
+    np.testing.assert_array_equal(twin(x), m(x))
+    stack = nn.TransformerEncoder(m, 2)                 # deep copies keep the format
+    assert {p.format for p in _packed(stack).values()} == {dtype}
 
 
 def test_convert_between_formats(rng):
