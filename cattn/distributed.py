@@ -71,7 +71,7 @@ except ImportError:
 import numpy as np
 
 from .models._progress import ProgressBar
-from .models._weights import WEIGHTS        # SentenceEncoder.from_pretrained's formats
+from .models._weights import check_weights  # SentenceEncoder.from_pretrained's formats
 
 DEFAULT_PARTITION_SIZE = 256        # texts per partition of a list: ~2-3 s a task on one core
 
@@ -202,13 +202,6 @@ def _check_model(model):
     return os.fspath(path)
 
 
-def _check_weights(weights):
-    if weights not in WEIGHTS:
-        raise ValueError(f"embed: weights={weights!r} is not supported; SentenceEncoder loads "
-                         f"{', '.join(map(repr, WEIGHTS))}")
-    return weights
-
-
 def _embedding_dim(model, weights, client):
     """E: from the model's config.json where the client can read it, else from
     a worker (which then has the model loaded for the job)."""
@@ -312,7 +305,7 @@ def embed(texts, model=None, *, weights="float32", batch_size=32, client=None,
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
             or batch_size < 1:
         raise ValueError(f"embed: batch_size must be a positive int, got {batch_size!r}")
-    model, weights = _check_model(model), _check_weights(weights)
+    model, weights = _check_model(model), check_weights(weights, "embed")
     client = _default_client(client)
     parts, lengths = _partitions(texts, partition_size, client)
     if threads is None:
