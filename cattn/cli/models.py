@@ -11,7 +11,8 @@ def add_weights_option(p):
     from ..models._weights import WEIGHTS
     p.add_argument("--weights", choices=WEIGHTS, default="float32",
                    help="format of the linear weights: float32 (default, the checkpoint's "
-                        "values), bfloat16 or int8 (smaller and faster, slightly less exact)")
+                        "values), bfloat16 or int8 (half or a quarter of the bytes, slightly "
+                        "less exact; see README 'Weight formats')")
 
 
 def _common(p):
