@@ -11,14 +11,16 @@ References and tolerances:
   original float32 layer: each weight moves by at most 2^-9 relative
   (rms 2^-9 / sqrt(3)), independently, so an output sum_k x_k w_k moves by
   ~2^-9 / sqrt(3) * sqrt(sum_k x_k^2 w_k^2), ~1.1e-3 of its size for random
-  data; the layer's relative error is asserted < 5e-3.
+  data; the layer's relative error is asserted < 3e-3 (measured 6e-4 to
+  9e-4: the residual path carries x itself).
 - int8: each Linear against the NumPy formula on its dequantized weight
   (state_dict values): activations are quantized per row with a step of at
   most max|x_row| / 127 (the u8 zero-point scheme's range / 255 is finer), so
   |y - x W^T - b| <= step / 2 * sum_k |W_jk| plus float32 rounding of the
   epilogue. The layer against float32: weight steps max|w_row| / 127 (rms
   relative error ~0.4% for uniform weights) and activation steps ~6.5 sigma
-  / 255 (~0.7%) give ~1% relative error per GEMM; asserted < 3e-2.
+  / 255 (~0.7%) give ~1% relative error per GEMM; the layer's is asserted
+  < 1e-2 (measured 2.3e-3 to 3.1e-3).
 - MiniLM on the 1,000-sentence corpus against float32: bfloat16 min cosine
   >= 0.9999, int8 min >= 0.99 and median >= 0.998 (issue 12's bar).
 """
@@ -131,7 +133,7 @@ def test_bfloat16_layer_is_float32_layer_on_rounded_weights(rng, cls, norm_first
     args = (x,) if cls is nn.TransformerEncoderLayer else (
         x, rng.standard_normal((2, 5, E)).astype(np.float32))
     np.testing.assert_array_equal(m(*args), ref(*args))
-    assert rel_err(m(*args), _layer(cls, norm_first=norm_first)(*args)) < 5e-3
+    assert rel_err(m(*args), _layer(cls, norm_first=norm_first)(*args)) < 3e-3
 
 
 def test_int8_weights_per_channel_scales():
@@ -175,7 +177,7 @@ def test_int8_layer_close_to_float32(rng, cls):
     x = rng.standard_normal((2, 7, E)).astype(np.float32)
     args = (x,) if cls is nn.TransformerEncoderLayer else (
         x, rng.standard_normal((2, 5, E)).astype(np.float32))
-    assert rel_err(m(*args), plain(*args)) < 3e-2
+    assert rel_err(m(*args), plain(*args)) < 1e-2
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "int8"])
