@@ -55,7 +55,8 @@ Documented departures from torch:
 - Linear weights in a packed format, as torch's quantize_dynamic:
   quantize(module, "float32" | "bfloat16" | "int8") and pack_weights(module)
   (cattn/nn_quantize.py); a packed MultiheadAttention holds in_proj_weight
-  as a PackedRows (query rows | key and value rows).
+  as a PackedRows (query rows | key and value rows, or one block for the
+  layers' self-attention).
 """
 import contextvars
 import copy
@@ -628,10 +629,14 @@ class MultiheadAttention(Module):
     (E, kdim), v_proj_weight (E, vdim) instead; out_proj.weight (E, E),
     out_proj.bias (E,). Initialised as torch: xavier-uniform projections,
     zero biases, out_proj.weight like nn.Linear; reproducible from `seed`.
-    nn.quantize / nn.pack_weights pack in_proj_weight as a PackedRows of
-    two row blocks, the query rows and the key and value rows (same bits as
-    the array; a key that is not the value is projected by the whole
-    key/value block, twice the work of those two projections).
+    nn.quantize / nn.pack_weights pack in_proj_weight as a PackedRows (same
+    bits as the array): with split_in_proj=True (the default) two row
+    blocks, the query rows and the key/value rows, so cross-attention
+    projects each input by its own rows; the encoder and decoder layers set
+    their self_attn's split_in_proj=False (one block: self-attention's q, k
+    and v in one GEMM). A projection that cuts a block computes the whole
+    block (a key that is not the value: twice the work of those two; cross-
+    attention on one block: 3x for the query, 1.5x for the memory).
 
     Constructor order is torch's (embed_dim, num_heads, dropout, bias); the
     rest is keyword-only. dropout is ignored (inference). batch_first=True by
@@ -654,6 +659,7 @@ class MultiheadAttention(Module):
         self.dropout = _check_dropout(dropout, owner)
         self.batch_first = bool(batch_first)
         self.rotary = None  # optional RotaryEmbedding applied to q and k (DecoderOnly)
+        self.split_in_proj = True  # how nn.quantize packs in_proj_weight (see above)
         rng = _rng(seed)
         if self._qkv_same_embed_dim:
             self.register_parameter("in_proj_weight", _xavier_uniform(
@@ -693,9 +699,9 @@ class MultiheadAttention(Module):
     def _qkv(self, x):
         """Self-attention's projections of x (..., E): (q (..., E), kv
         (..., 2E)), views of one GEMM's (..., 3E) result, or one GEMM per
-        packed row block (PackedRows: query | key, value), no copy."""
-        E = self.embed_dim
-        if isinstance(self.in_proj_weight, PackedRows):
+        packed row block (PackedRows cut at E: query | key, value), no copy."""
+        E, W = self.embed_dim, self.in_proj_weight
+        if isinstance(W, PackedRows) and W.cuts:
             return self._in_proj(x, 0, E), self._in_proj(x, E, 3 * E)
         y = self._in_proj(x, 0, 3 * E)
         return y[..., :E], y[..., E:]
@@ -968,6 +974,7 @@ class TransformerEncoderLayer(Module):
         kw = dict(dtype=dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, batch_first=batch_first,
                                             seed=rng, **kw)
+        self.self_attn.split_in_proj = False   # self-attention only: packed as one block
         self.linear1 = Linear(d_model, dim_feedforward, bias, seed=rng, **kw)
         self.linear2 = Linear(dim_feedforward, d_model, bias, seed=rng, **kw)
         self.norm1 = LayerNorm(d_model, layer_norm_eps, bias, **kw)
@@ -1046,6 +1053,7 @@ class TransformerDecoderLayer(Module):
         kw = dict(dtype=dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, batch_first=batch_first,
                                             seed=rng, **kw)
+        self.self_attn.split_in_proj = False   # self-attention only: packed as one block
         self.multihead_attn = MultiheadAttention(d_model, nhead, bias=bias,
                                                  batch_first=batch_first, seed=rng, **kw)
         self.linear1 = Linear(d_model, dim_feedforward, bias, seed=rng, **kw)

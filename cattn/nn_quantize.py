@@ -37,17 +37,20 @@ _COMPUTE = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(np.float32),
 
 class PackedRows:
     """A weight W (N, K) packed as blocks of consecutive rows, one
-    PackedWeight each (`pieces`, at row offsets `starts`): the in_proj_weight
-    (3E, E) of a packed MultiheadAttention, whose query rows (E, E) and
-    key/value rows (2E, E) are two pieces, so cross-attention projects the
-    query and the memory with their own rows. The bits are those of one
-    fused weight: a packed linear computes each output column alone, the
-    same way for any N. Attributes as PackedWeight: shape, dtype, format,
-    nbytes, unpack()."""
+    PackedWeight each (`pieces`, cut before the row indices `cuts`): the
+    in_proj_weight (3E, E) of a packed MultiheadAttention. Cut at E
+    (MultiheadAttention.split_in_proj, the default), the query rows (E, E)
+    and the key/value rows (2E, E) are two pieces, so cross-attention
+    projects the query and the memory with their own rows; uncut (the
+    layers' self-attention), one piece, one GEMM per call. The bits are
+    those of one fused weight: a packed linear computes each output column
+    alone, the same way for any N. Attributes as PackedWeight: shape, dtype,
+    format, nbytes, unpack()."""
 
-    def __init__(self, w, fmt, cuts):
+    def __init__(self, w, fmt, cuts=()):
         """Pack w (N, K) in format fmt, cut before each row index in cuts."""
-        bounds = (0, *cuts, w.shape[0])
+        self.cuts = tuple(cuts)
+        bounds = (0, *self.cuts, w.shape[0])
         self.starts = bounds[:-1]
         self.pieces = tuple(pack_weight(w[a:b], fmt) for a, b in zip(bounds, bounds[1:]))
 
@@ -69,7 +72,7 @@ class PackedRows:
 
     def __repr__(self):
         return (f"PackedRows(shape={self.shape}, format={self.format!r}, "
-                f"rows at {self.starts}, nbytes={self.nbytes})")
+                f"cuts={self.cuts}, nbytes={self.nbytes})")
 
     def unpack(self):
         """W (N, K) as a new array of the values the kernels use."""
@@ -77,7 +80,7 @@ class PackedRows:
 
     def repack(self, w):
         """New values w (N, K), packed in this format and cut at the same rows."""
-        return PackedRows(w, self.format, self.starts[1:])
+        return PackedRows(w, self.format, self.cuts)
 
     def linear(self, x, bias=None, rows=None):
         """x @ W[lo:hi].T + bias[lo:hi] for rows = (lo, hi) (default: all of
@@ -114,7 +117,8 @@ def _linear_weights(m):
     if isinstance(m, Linear):
         return (("weight", None),)
     if isinstance(m, MultiheadAttention):     # in_proj: query rows | key and value rows
-        return (("in_proj_weight", (m.embed_dim,)), ("q_proj_weight", None),
+        cuts = (m.embed_dim,) if m.split_in_proj else ()
+        return (("in_proj_weight", cuts), ("q_proj_weight", None),
                 ("k_proj_weight", None), ("v_proj_weight", None))
     return ()
 

@@ -111,8 +111,9 @@ def test_built_from_nn_layers_through_the_key_map(enc, ref):
     qkv = np.concatenate([w[f"encoder.layer.2.attention.self.{n}.weight"]
                           for n in ("query", "key", "value")])
     # the linear weights are packed once at load (nn.pack_weights), in_proj_weight
-    # as two row blocks (query | key, value)
+    # as one block (self-attention: q, k, v in one GEMM)
     assert isinstance(layer.self_attn.in_proj_weight, cattn.nn.PackedRows)
+    assert layer.self_attn.in_proj_weight.cuts == ()
     np.testing.assert_array_equal(layer.self_attn.in_proj_weight.unpack(), qkv)
     np.testing.assert_array_equal(m.state_dict()["encoder.layers.2.self_attn.in_proj_weight"],
                                   qkv)

@@ -2,7 +2,7 @@
 
 Outputs keep their bits (the packed and plain GEMM paths sum in one order,
 and a packed GEMM computes each output column alone: MultiheadAttention's
-in_proj_weight packed as two row blocks gives the fused weight's bits),
+in_proj_weight packed in row blocks gives the fused weight's bits),
 and the module still behaves as a module: state_dict gives arrays,
 load_state_dict and assignment pack again, deepcopy and pickle work.
 """
@@ -94,7 +94,8 @@ def _mha_inputs(rng, batch_first, batched=True, L=5, S=11):
 
 @pytest.mark.parametrize("batch_first", [True, False])
 def test_mha_projections_packed_same_bits(rng, batch_first):
-    """in_proj_weight is packed as two row blocks (query | key, value):
+    """A MultiheadAttention's in_proj_weight is packed as two row blocks
+    (query | key, value: split_in_proj, the default):
     self-attention, cross-attention (key is value), a key that is not the
     value, unbatched inputs, masks and need_weights give the unpacked bits."""
     plain = nn.MultiheadAttention(E, H, batch_first=batch_first, seed=5)
@@ -139,8 +140,8 @@ def test_decoder_layer_with_cross_attention(rng, norm_first):
     plain = nn.TransformerDecoderLayer(E, H, FF, 0.0, batch_first=True, norm_first=norm_first,
                                        seed=1)
     packed = nn.pack_weights(copy.deepcopy(plain))
-    assert isinstance(packed.multihead_attn.in_proj_weight, nn.PackedRows)
-    assert isinstance(packed.self_attn.in_proj_weight, nn.PackedRows)
+    assert packed.multihead_attn.in_proj_weight.cuts == (E,)    # query | key, value
+    assert packed.self_attn.in_proj_weight.cuts == ()           # one block
     x, mem = (rng.standard_normal((2, L, E)).astype(np.float32) for L in (5, 11))
     mpm = np.zeros((2, 11), bool)
     mpm[0, 9:] = True
@@ -150,6 +151,19 @@ def test_decoder_layer_with_cross_attention(rng, norm_first):
     stack_p = nn.pack_weights(nn.TransformerDecoder(copy.deepcopy(plain), 2))
     stack = nn.TransformerDecoder(plain, 2)
     np.testing.assert_array_equal(stack_p(x, mem), stack(x, mem))
+
+
+def test_one_block_in_proj_used_for_cross_attention(rng):
+    """An encoder layer's self_attn is packed as one block (one GEMM for
+    q, k, v); called for cross-attention it projects through the whole
+    block and keeps the unpacked bits."""
+    plain = _encoder(False).layers[0]
+    packed = nn.pack_weights(copy.deepcopy(plain))
+    W = packed.self_attn.in_proj_weight
+    assert isinstance(W, nn.PackedRows) and W.cuts == () and len(W.pieces) == 1
+    q, k, v = _mha_inputs(rng, True)
+    for args in ((q,), (q, k, k), (q, k, v)):
+        np.testing.assert_array_equal(packed.self_attn(*args)[0], plain.self_attn(*args)[0])
 
 
 def test_real_tokens_path_packed(rng):
@@ -180,8 +194,7 @@ def test_kv_cache_decoding_packed(rng, rotary):
     KV caches, on packed projections: the unpacked model's bits."""
     plain = nn.DecoderOnly(E, H, 2, FF, rotary=rotary, seed=4)
     packed = nn.pack_weights(copy.deepcopy(plain))
-    assert all(isinstance(layer.self_attn.in_proj_weight, nn.PackedRows)
-               for layer in packed.layers)
+    assert all(layer.self_attn.in_proj_weight.cuts == () for layer in packed.layers)
     x = rng.standard_normal((2, 9, E)).astype(np.float32)
     caches = [m.new_cache(2, 9) for m in (packed, plain)]
     for lo, hi in ((0, 5), (5, 6), (6, 7), (7, 9)):
@@ -228,16 +241,17 @@ def test_packed_rows_equal_one_fused_weight(rng, fmt):
     every piece), for any rows of W."""
     W = rng.standard_normal((3 * E, E)).astype(np.float32)
     b = rng.standard_normal(3 * E).astype(np.float32)
-    rows = nn.PackedRows(W, fmt, (E,))
-    assert rows.shape == (3 * E, E) and rows.format == fmt
     fused = cattn.pack_weight(W, fmt)
-    np.testing.assert_array_equal(rows.unpack(), fused.unpack())
-    for shape in ((1, E), (7, E), (2, 33, E)):
-        x = rng.standard_normal(shape).astype(np.float32)
-        want = cattn.linear(x, fused, b)
-        np.testing.assert_array_equal(rows.linear(x, b), want)
-        for lo, hi in ((0, E), (E, 3 * E), (E, 2 * E), (2 * E, 3 * E)):
-            np.testing.assert_array_equal(rows.linear(x, b, (lo, hi)), want[..., lo:hi])
+    for cuts in ((E,), (), (5, 2 * E + 3)):
+        rows = nn.PackedRows(W, fmt, cuts)
+        assert rows.shape == (3 * E, E) and rows.format == fmt and rows.cuts == cuts
+        np.testing.assert_array_equal(rows.unpack(), fused.unpack())
+        for shape in ((1, E), (7, E), (2, 33, E)):
+            x = rng.standard_normal(shape).astype(np.float32)
+            want = cattn.linear(x, fused, b)
+            np.testing.assert_array_equal(rows.linear(x, b), want)
+            for lo, hi in ((0, E), (E, 3 * E), (E, 2 * E), (2 * E, 3 * E)):
+                np.testing.assert_array_equal(rows.linear(x, b, (lo, hi)), want[..., lo:hi])
     with pytest.raises(ValueError, match=r"rows must be \(lo, hi\)"):
         rows.linear(x, b, (E, E))
 
