@@ -50,6 +50,10 @@ typedef void (*cattn_few_rows_f32_t)(int64_t k, const float *a, int64_t lda, int
                                      const float *b, int64_t npan, int64_t ps,
                                      float *c, int64_t ldc, int acc);
 
+/* bfloat16 to float32 (exact): dst[i] = the float with high half src[i]
+ * (NULL: the driver's loop) */
+typedef void (*cattn_bf16_expand_t)(float *dst, const uint16_t *src, int64_t n);
+
 /* transposing pack into NR = 16 wide panels (float32; NULL: scalar packing):
  *   dst[jp][p][j] = src[(jp*16 + j)*ld + p] * scale for rows < rows, 0 up to rows_pad */
 typedef void (*cattn_pack_t16_f32_t)(float *dst, const float *src, int64_t ld, int64_t rows,
@@ -135,6 +139,7 @@ typedef struct {
     cattn_dotn_f32_t dotn_f32;
     cattn_dotn_f64_t dotn_f64;
     cattn_pack_t16_f32_t pack_t16_f32;
+    cattn_bf16_expand_t bf16_expand_f32;
     cattn_rows_tn_f32_t rows_tn_f32;
     cattn_few_rows_f32_t few_rows_f32;
     cattn_smx_row_f32_t softmax_row_f32;

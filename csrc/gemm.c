@@ -19,6 +19,7 @@ typedef cattn_ukr_f64_t cattn_ukr_t_f64;
 #define NC cattn_kt.gemm_f32.nc
 #define UKR cattn_kt.ukr_f32
 #define PACK_BT cattn_kt.pack_t16_f32
+#define BF16_EXPAND cattn_kt.bf16_expand_f32
 #define ROWS_TN cattn_kt.rows_tn_f32
 #define FEW_ROWS cattn_kt.few_rows_f32
 #define ACT cattn_kt.act_f32

@@ -1,7 +1,8 @@
 /* gemm_tmpl.h — the blocked GEMM driver, written once for T = float and
  * T = double. Included by gemm.c with these macros defined:
  *   T, SFX (f32/f64), MR, NR, KC, MC, NC, and the dispatch entries
- *   UKR, ACT, ROWS_TN and FEW_ROWS (NULL-able; NULL for double), PACK_BT (float).
+ *   UKR, ACT, ROWS_TN and FEW_ROWS (NULL-able; NULL for double), PACK_BT and
+ *   BF16_EXPAND (float only, NULL-able).
  *
  * C[M,N] = A[M,K] · B[K,N]   (+ bias[N], act)
  * Loops (BLIS): jc (NC) -> pc (KC) -> pack B -> ic (MC) -> pack A
@@ -25,6 +26,12 @@ typedef struct {
  * (exact: every bfloat16 is a float) */
 static void FN(bf16_expand)(T *CATTN_RESTRICT dst, const uint16_t *CATTN_RESTRICT src, int64_t n)
 {
+#ifdef BF16_EXPAND
+    if (BF16_EXPAND) {
+        BF16_EXPAND(dst, src, n);
+        return;
+    }
+#endif
     for (int64_t i = 0; i < n; i++) {
         const uint32_t u = (uint32_t)src[i] << 16;
         float f;
@@ -246,15 +253,16 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, const T *a, int64
     const int64_t n = cattn_min64(GEMV_CHUNK, g->N - j0), npan = cattn_cdiv(n, NR);
     const int64_t M = g->M, K = g->K;
     if (g->P || g->P16) {          /* prepacked panels: rows of A in place */
-        /* bfloat16: one panel at a time expanded into bp (L1), all rows on it */
-        const int64_t step = g->P16 ? 1 : npan;
+        /* two panels at a time (bfloat16: expanded into bp), all rows on them
+         * while they are in L1 (two: the few-row kernel keeps 8 FMA chains) */
+        const int64_t step = 2;
         for (int64_t pc = 0; pc < K; pc += KC) {
             const int64_t kc = cattn_min64(KC, K - pc);
             for (int64_t jq = 0; jq < npan; jq += step) {
                 const int64_t nq = cattn_min64(step, npan - jq);
                 const T *pb;
                 if (g->P16) {
-                    FN(bf16_expand)(bp, g->P16 + pc * g->np + (j0 + jq * NR) * kc, NR * kc);
+                    FN(bf16_expand)(bp, g->P16 + pc * g->np + (j0 + jq * NR) * kc, nq * NR * kc);
                     pb = bp;
                 } else {
                     pb = g->P + pc * g->np + (j0 + jq * NR) * kc;
@@ -307,7 +315,7 @@ static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
                                      nch, n_threads);
     const size_t asz = cattn_round_up((size_t)(MP * K), 16);
     const size_t bsz = rows_tn || g->P ? 0
-                       : g->P16 ? (size_t)cattn_min64(KC, K) * NR
+                       : g->P16 ? (size_t)cattn_min64(KC, K) * 2 * NR
                        : (size_t)cattn_min64(KC, K) * GEMV_LD;
     const size_t per = cattn_round_up(bsz + (size_t)MP * GEMV_LD, 16);
     T *buf = cattn_aligned_alloc(sizeof(T) * (asz + per * nt));
@@ -463,3 +471,4 @@ int FN(cattn_linear_packed)(T *C, int64_t rsc, int64_t csc, const T *A, int64_t 
 #undef ROWS_TN
 #undef FEW_ROWS
 #undef PACK_BT
+#undef BF16_EXPAND

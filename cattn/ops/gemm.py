@@ -191,6 +191,26 @@ def linear(x, weight, bias=None, *, activation=None, out=None):
     Returns (..., out_features).
     """
     op = "linear"
+    if type(weight) is PackedWeight:
+        N, K = weight._shape
+        dt = weight.dtype
+        if (out is None and type(x) is np.ndarray and x.dtype == dt and x.ndim >= 1
+                and x.shape[-1] == K and (fx := x.flags).c_contiguous and fx.aligned
+                and x.size and N and (act := _ACT_CODES.get(activation)) is not None
+                and (bias is None or (type(bias) is np.ndarray and bias.dtype == dt
+                                      and bias.shape == (N,)
+                                      and (fb := bias.flags).c_contiguous and fb.aligned))):
+            # fast path (inference hot loop): what _linear_packed does after
+            # its checks, for a contiguous x, no out=
+            y = np.empty(x.shape[:-1] + (N,), dt)
+            M = x.size // K
+            if weight._format == "int8":
+                _ext.linear_int8(y, N, 1, x, K, 1, weight._data, weight._scale,
+                                 weight._colsum, M, N, K, bias, act, get_num_threads())
+            else:
+                _ext.linear_packed(y, N, 1, x, K, 1, weight._data, M, N, K, bias, act,
+                                   get_num_threads())
+            return y
     if isinstance(weight, PackedWeight):
         return _linear_packed(x, weight, bias, activation, out)
     if (out is None and type(x) is np.ndarray and type(weight) is np.ndarray

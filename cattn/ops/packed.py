@@ -21,6 +21,12 @@ Formats (cattn.linear computes in the format's dtype: float32, or float64):
   scales, bias and activation are applied in the epilogue:
       y[i, j] = act(((float)(sum_k (qa[i,k] - za[i]) qw[j,k]) * sa[i]) * sw[j] + b[j])
   A row of x holding NaN or +-inf gives NaN in every output of that row.
+  Limits of the formula: each row keeps ~8 bits relative to its largest
+  magnitude (one huge value zeroes the small ones); (float)t * sa can
+  overflow to inf before * sw when |x| is near 1e33 or more, and a row whose
+  range is below ~1e-36 gets a subnormal (or zero) scale and loses precision.
+- float64 weights are rounded to float32 first, then to bfloat16 or int8
+  (as torch does): bfloat16 can then differ from rounding once.
 """
 import numpy as np
 
@@ -241,7 +247,8 @@ def pack_weight(w, dtype="float32"):
     size, kc = _layout(dtype, N, K)
     data = alloc((size,), _STORED[dtype], op, "the packed weight")
     if dtype == "int8":
-        W = np.asarray(w, np.float32)
+        with np.errstate(over="ignore"):         # past float32's range: inf, refused below
+            W = np.asarray(w, np.float32)
         if not np.all(np.isfinite(W)):
             raise ValueError(f"{op}: w holds NaN or inf (or values past float32's range); "
                              "int8 needs a finite weight")

@@ -1,4 +1,4 @@
-/* kernels/avx2/quant.c — int8 row quantization (contract in dispatch.h;
+/* kernels/avx2/quant.c — bfloat16 widening, and int8 row quantization (contract in dispatch.h;
  * the formula in cattn.h, cattn_quantize_rows), 8 floats at a time:
  *   lo = min(0, min x), hi = max(0, max x), d = hi - lo, inv = 255 / d (double)
  *   q = clamp(rint(x * inv) + za, 0, 255),  za = clamp(rint(-lo * inv), 0, 255)
@@ -12,6 +12,22 @@
 #include <math.h>
 #include <string.h>
 #include "kernels.h"
+
+/* dst[i] = src[i] << 16 as float (exact), 16 at a time */
+void cattn_bf16_expand_avx2(float *dst, const uint16_t *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i a = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
+        const __m256i b = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i + 8)));
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_slli_epi32(a, 16));
+        _mm256_storeu_si256((__m256i *)(dst + i + 8), _mm256_slli_epi32(b, 16));
+    }
+    for (; i < n; i++) {
+        const uint32_t u = (uint32_t)src[i] << 16;
+        memcpy(dst + i, &u, sizeof u);
+    }
+}
 
 static inline __m256d rint4(__m256d p)            /* to nearest even, |p| < 2^51 */
 {
