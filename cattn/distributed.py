@@ -71,10 +71,9 @@ except ImportError:
 import numpy as np
 
 from .models._progress import ProgressBar
+from .models._weights import check_weights  # SentenceEncoder.from_pretrained's formats
 
 DEFAULT_PARTITION_SIZE = 256        # texts per partition of a list: ~2-3 s a task on one core
-WEIGHTS = ("float32",)              # what SentenceEncoder.from_pretrained loads today (its
-                                    # reduced-precision weights: add them here and in _encoder)
 
 __all__ = ["embed", "save_npy", "DEFAULT_PARTITION_SIZE"]
 
@@ -113,7 +112,7 @@ def _encoder(model, weights):
                 from .models import SentenceEncoder
                 if os.environ.get("MALLOC_TRIM_THRESHOLD_") and not _encoders:
                     _reuse_freed_memory()
-                enc = _encoders[key] = SentenceEncoder.from_pretrained(model)
+                enc = _encoders[key] = SentenceEncoder.from_pretrained(model, weights=weights)
                 _loads[key] = _loads.get(key, 0) + 1
     return enc
 
@@ -201,13 +200,6 @@ def _check_model(model):
         raise TypeError("embed: model must be None, a model directory or a SentenceEncoder "
                         f"loaded from one, got {type(model).__name__}")
     return os.fspath(path)
-
-
-def _check_weights(weights):
-    if weights not in WEIGHTS:
-        raise ValueError(f"embed: weights={weights!r} is not supported; SentenceEncoder loads "
-                         f"{', '.join(map(repr, WEIGHTS))}")
-    return weights
 
 
 def _embedding_dim(model, weights, client):
@@ -298,7 +290,8 @@ def embed(texts, model=None, *, weights="float32", batch_size=32, client=None,
     one-column dask DataFrame). model: None (each worker's installed
     all-MiniLM-L6-v2), a model directory as the workers see it, or a
     SentenceEncoder (its directory is used; its weights are not shipped).
-    weights: "float32". batch_size, normalize_embeddings: as
+    weights: "float32", "bfloat16" or "int8", the format of the linear
+    weights (SentenceEncoder.from_pretrained). batch_size, normalize_embeddings: as
     SentenceEncoder.encode. client: a distributed.Client (default: the
     current default client if there is one, else dask's local scheduler).
     partition_size: texts per partition when texts is a list (bags and
@@ -312,7 +305,7 @@ def embed(texts, model=None, *, weights="float32", batch_size=32, client=None,
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
             or batch_size < 1:
         raise ValueError(f"embed: batch_size must be a positive int, got {batch_size!r}")
-    model, weights = _check_model(model), _check_weights(weights)
+    model, weights = _check_model(model), check_weights(weights, "embed")
     client = _default_client(client)
     parts, lengths = _partitions(texts, partition_size, client)
     if threads is None:

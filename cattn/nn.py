@@ -52,6 +52,11 @@ Documented departures from torch:
   value overflows; non-float arrays raise TypeError.
 - Extensions, all keyword-only or extra methods: skip_padding= on the
   encoder layer and stack, forward_tokens, kv_cache= (DecoderOnly).
+- Linear weights in a packed format, as torch's quantize_dynamic:
+  quantize(module, "float32" | "bfloat16" | "int8") and pack_weights(module)
+  (cattn/nn_quantize.py); a packed MultiheadAttention holds in_proj_weight
+  as a PackedRows (query rows | key and value rows, or one block for the
+  layers' self-attention).
 """
 import contextvars
 import copy
@@ -65,14 +70,16 @@ from ._validate import (FLOAT_DTYPES as _FLOATS, INTP_MAX, as_flag, as_float_dty
 from .ops.attention import KVCache, attention_weights, scaled_dot_product_attention
 from .ops.rows import layer_norm
 from .ops.gemm import ACTIVATIONS, linear, matmul
-from .ops.packed import PackedWeight, pack_weight
+from .ops.packed import PackedWeight
 
 __all__ = [
     "Module", "ModuleList", "Linear", "LayerNorm", "MultiheadAttention",
     "TransformerEncoderLayer", "TransformerDecoderLayer",
     "TransformerEncoder", "TransformerDecoder",
     "PositionalEncoding", "RotaryEmbedding", "DecoderOnly", "Embedding", "RealTokens",
-    "generate_square_subsequent_mask", "skip_init", "pack_weights",
+    "generate_square_subsequent_mask", "skip_init",
+    # linear weights in a packed format (cattn/nn_quantize.py)
+    "quantize", "pack_weights", "PackedRows",
     # the decoder-only LLM layers (cattn/nn_decoder.py)
     "RMSNorm", "GatedMLP", "MLP", "CausalSelfAttention", "DecoderBlock", "causal_mask",
 ]
@@ -143,28 +150,6 @@ def skip_init(module_cls, *args, **kwargs):
         return module_cls(*args, **kwargs)
     finally:
         _SKIP_INIT.reset(token)
-
-
-def pack_weights(module):
-    """Pack the weight of every nn.Linear in `module` (itself included) once
-    (cattn.pack_weight, in the weight's dtype) and return the module: the
-    outputs keep their bits, the few-row calls (decoding a token, a short
-    sentence) stream the packed panels and the many-row calls skip packing.
-    The packed weight replaces the array (no second copy); state_dict()
-    gives its values as new arrays, load_state_dict() and assigning
-    `layer.weight = array` pack again. MultiheadAttention's in_proj_weight
-    stays an array (it is sliced for cross-attention); its out_proj is an
-    nn.Linear and is packed."""
-    if not isinstance(module, Module):
-        raise TypeError(f"pack_weights: expected a cattn.nn.Module, got {show(module)}")
-    stack = [module]
-    while stack:
-        m = stack.pop()
-        stack.extend(m._modules.values())
-        w = m._parameters.get("weight") if isinstance(m, Linear) else None
-        if isinstance(w, np.ndarray):
-            m.weight = pack_weight(w, np.dtype(w.dtype).name)
-    return module
 
 
 def _new_param(owner, what, shape, dtype, make):
@@ -287,12 +272,12 @@ class Module:
             self._modules[name] = value
         elif params is not None and name in params:
             old = params[name]
-            if isinstance(value, PackedWeight):
+            if isinstance(value, PACKED):
                 if old is None or value.shape != old.shape or value.dtype != old.dtype:
                     raise ValueError(f"parameter {name!r}: a packed {value.dtype} weight of shape "
                                      f"{value.shape} cannot replace {show(old)}")
-            elif isinstance(old, PackedWeight) and value is not None:   # packed again
-                value = pack_weight(_coerce_param(name, value, old.shape, old.dtype), old.format)
+            elif isinstance(old, PACKED) and value is not None:   # packed again, same format
+                value = repack(old, _coerce_param(name, value, old.shape, old.dtype))
             elif old is not None and value is not None:
                 value = _coerce_param(name, value, old.shape, old.dtype)
             params[name] = value
@@ -307,10 +292,11 @@ class Module:
     def named_parameters(self, prefix=""):
         """(dotted name, array) for every parameter that is not None, in
         registration order, sub-modules depth first (torch's order). A
-        packed weight (pack_weights) is given as a new array of its values."""
+        packed weight (quantize, pack_weights) is given as a new array of
+        the values the kernels use."""
         for name, p in self._parameters.items():
             if p is not None:
-                yield prefix + name, p.unpack() if isinstance(p, PackedWeight) else p
+                yield prefix + name, p.unpack() if isinstance(p, PACKED) else p
         for name, m in self._modules.items():
             yield from m.named_parameters(prefix + name + ".")
 
@@ -351,7 +337,7 @@ class Module:
             mod = self
             for p in path:
                 mod = mod._modules[p]
-            if isinstance(mod._parameters[attr], PackedWeight):
+            if isinstance(mod._parameters[attr], PACKED):
                 setattr(mod, attr, src)                           # packed again
             else:
                 dst[...] = src
@@ -643,6 +629,14 @@ class MultiheadAttention(Module):
     (E, kdim), v_proj_weight (E, vdim) instead; out_proj.weight (E, E),
     out_proj.bias (E,). Initialised as torch: xavier-uniform projections,
     zero biases, out_proj.weight like nn.Linear; reproducible from `seed`.
+    nn.quantize / nn.pack_weights pack in_proj_weight as a PackedRows (same
+    bits as the array): with split_in_proj=True (the default) two row
+    blocks, the query rows and the key/value rows, so cross-attention
+    projects each input by its own rows; the encoder and decoder layers set
+    their self_attn's split_in_proj=False (one block: self-attention's q, k
+    and v in one GEMM). A projection that cuts a block computes the whole
+    block (a key that is not the value: twice the work of those two; cross-
+    attention on one block: 3x for the query, 1.5x for the memory).
 
     Constructor order is torch's (embed_dim, num_heads, dropout, bias); the
     rest is keyword-only. dropout is ignored (inference). batch_first=True by
@@ -665,6 +659,7 @@ class MultiheadAttention(Module):
         self.dropout = _check_dropout(dropout, owner)
         self.batch_first = bool(batch_first)
         self.rotary = None  # optional RotaryEmbedding applied to q and k (DecoderOnly)
+        self.split_in_proj = True  # how nn.quantize packs in_proj_weight (see above)
         rng = _rng(seed)
         if self._qkv_same_embed_dim:
             self.register_parameter("in_proj_weight", _xavier_uniform(
@@ -685,25 +680,49 @@ class MultiheadAttention(Module):
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
                 f"batch_first={self.batch_first}")
 
+    def __setattr__(self, name, value):
+        if name == "in_proj_weight" and isinstance(value, PackedWeight):
+            raise ValueError("MultiheadAttention: in_proj_weight is used by rows (query | key, "
+                             "value), a single PackedWeight cannot be; assign an array (packed "
+                             "again in the layer's format) or use nn.quantize(layer, dtype)")
+        super().__setattr__(name, value)
+
     # -- projections: Q, K, V as (B, H, L|S, D) views of the GEMM outputs
+    def _in_proj(self, x, lo, hi):
+        """x (..., E) @ in_proj_weight[lo:hi].T + in_proj_bias[lo:hi]: one
+        GEMM, or per packed row block (nn.quantize: PackedRows)."""
+        W, b = self.in_proj_weight, self.in_proj_bias
+        if isinstance(W, PackedRows):
+            return W.linear(x, b, (lo, hi))
+        return linear(x, W[lo:hi], None if b is None else b[lo:hi])
+
+    def _qkv(self, x):
+        """Self-attention's projections of x (..., E): (q (..., E), kv
+        (..., 2E)), views of one GEMM's (..., 3E) result, or one GEMM per
+        packed row block (PackedRows cut at E: query | key, value), no copy."""
+        E, W = self.embed_dim, self.in_proj_weight
+        if isinstance(W, PackedRows) and W.cuts:
+            return self._in_proj(x, 0, E), self._in_proj(x, E, 3 * E)
+        y = self._in_proj(x, 0, 3 * E)
+        return y[..., :E], y[..., E:]
+
     def _project(self, q_in, k_in, v_in, shared_qkv, shared_kv, bf):
         E, H = self.embed_dim, self.num_heads
-        b = self.in_proj_bias
-        if self._qkv_same_embed_dim:
-            W = self.in_proj_weight
-            if shared_qkv:  # self-attention: one GEMM with the (3E, E) weight
-                return _split_heads(linear(q_in, W, b), 3, H, bf)
-            ws = (W[:E], W[E:2 * E], W[2 * E:])
-        else:
+        if not self._qkv_same_embed_dim:
+            b = self.in_proj_bias
             ws = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
-        bs = (None,) * 3 if b is None else (b[:E], b[E:2 * E], b[2 * E:])
-        q = _split_heads(linear(q_in, ws[0], bs[0]), 1, H, bf)[0]
-        if shared_kv and self._qkv_same_embed_dim:  # cross-attention: K, V in one GEMM
-            kv_b = None if b is None else b[E:]
-            k, v = _split_heads(linear(k_in, W[E:], kv_b), 2, H, bf)
+            bs = (None,) * 3 if b is None else (b[:E], b[E:2 * E], b[2 * E:])
+            return [_split_heads(linear(x, w, c), 1, H, bf)[0]
+                    for x, w, c in zip((q_in, k_in, v_in), ws, bs)]
+        if shared_qkv:  # self-attention: the whole (3E, E) weight on one input
+            q, kv = self._qkv(q_in)
+            return (_split_heads(q, 1, H, bf)[0], *_split_heads(kv, 2, H, bf))
+        q = _split_heads(self._in_proj(q_in, 0, E), 1, H, bf)[0]
+        if shared_kv:   # cross-attention: K, V together
+            k, v = _split_heads(self._in_proj(k_in, E, 3 * E), 2, H, bf)
         else:
-            k = _split_heads(linear(k_in, ws[1], bs[1]), 1, H, bf)[0]
-            v = _split_heads(linear(v_in, ws[2], bs[2]), 1, H, bf)[0]
+            k = _split_heads(self._in_proj(k_in, E, 2 * E), 1, H, bf)[0]
+            v = _split_heads(self._in_proj(v_in, 2 * E, 3 * E), 1, H, bf)[0]
         return q, k, v
 
     # -- torch MHA masks (True = masked out, float = added) -> cattn SDPA masks
@@ -833,9 +852,9 @@ class MultiheadAttention(Module):
         real-tokens-only path, see RealTokens): x (T, E) their rows, tokens
         a RealTokens (B, L). Returns (out (T, E), weights or None).
 
-        Q, K and V are projected for the T rows only (one GEMM with
-        in_proj_weight). Without attn_mask, each sequence then attends over
-        its own real tokens alone (one fused attention call per sequence; no
+        Q, K and V are projected for the T rows only (in_proj_weight).
+        Without attn_mask, each sequence then attends over its own real
+        tokens alone (one fused attention call per sequence; no
         padding enters it, so a sequence's rows have the same bits whatever
         else is in the batch: batch invariance). With an attn_mask (L, L) or
         (B*H, L, L), the rows are spread into the padded layout (padding
@@ -858,14 +877,14 @@ class MultiheadAttention(Module):
         if x.shape != (tokens.T, E):
             raise ValueError(f"{owner}: x has shape {x.shape}; expected the (T, E) = "
                              f"{(tokens.T, E)} rows of the real tokens")
-        qkv_rows = linear(x, self.in_proj_weight, self.in_proj_bias)         # (T, 3E)
+        q_rows, kv_rows = self._qkv(x)                                       # (T, E), (T, 2E)
         lengths = tokens.real_lengths() if attn_mask is None else None
         each = lengths is not None and (self.rotary is None or tokens.right_padded())
         if each:
-            ctx = self._attend_each(qkv_rows, lengths, is_causal)               # (T, E)
+            ctx = self._attend_each(q_rows, kv_rows, lengths, is_causal)        # (T, E)
         weights = None
         if need_weights or not each:
-            qkv = tokens.spread(qkv_rows)                                      # (B*L, 3E)
+            qkv = tokens.spread(np.concatenate((q_rows, kv_rows), axis=1))    # (B*L, 3E)
             q, k, v = _split_heads(qkv.reshape(B, L, 3 * E), 3, H, True)      # (B, H, L, D)
             if self.rotary is not None:
                 q, k = self.rotary(q, k)
@@ -880,15 +899,15 @@ class MultiheadAttention(Module):
                 ctx = tokens.gather(ctx.reshape(B * L, E))                     # (T, E)
         return linear(ctx, self.out_proj.weight, self.out_proj.bias), weights
 
-    def _attend_each(self, qkv_rows, lengths, is_causal):
-        """Attention of each sequence over its own real tokens only: qkv_rows
-        (T, 3E) the projected real tokens (sequence-major, in position
-        order), lengths (B,) their counts -> ctx (T, E). No padding enters
+    def _attend_each(self, q_rows, kv_rows, lengths, is_causal):
+        """Attention of each sequence over its own real tokens only: q_rows
+        (T, E) and kv_rows (T, 2E) the projected real tokens (sequence-major,
+        in position order), lengths (B,) their counts -> ctx (T, E). No padding enters
         the kernel, so a sequence's result has the same bits whatever else
         is in the batch and however long the batch is padded (batch
         invariance); masked-out padding keys contribute nothing either way."""
         E, H = self.embed_dim, self.num_heads
-        ctx = np.empty((qkv_rows.shape[0], E), self.dtype)
+        ctx = np.empty((q_rows.shape[0], E), self.dtype)
         # consecutive sequences of one length are consecutive row blocks:
         # one call for each such run (units are independent in the kernel,
         # so a run gives each sequence the bits it gets alone)
@@ -900,7 +919,8 @@ class MultiheadAttention(Module):
             b, n = run.size, int(run[0])
             if n:
                 rows = slice(start, start + b * n)
-                q, k, v = _split_heads(qkv_rows[rows].reshape(b, n, 3 * E), 3, H, True)
+                q = _split_heads(q_rows[rows].reshape(b, n, E), 1, H, True)[0]
+                k, v = _split_heads(kv_rows[rows].reshape(b, n, 2 * E), 2, H, True)
                 if self.rotary is not None:
                     q, k = self.rotary(q, k)
                 scaled_dot_product_attention(
@@ -954,6 +974,7 @@ class TransformerEncoderLayer(Module):
         kw = dict(dtype=dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, batch_first=batch_first,
                                             seed=rng, **kw)
+        self.self_attn.split_in_proj = False   # self-attention only: packed as one block
         self.linear1 = Linear(d_model, dim_feedforward, bias, seed=rng, **kw)
         self.linear2 = Linear(dim_feedforward, d_model, bias, seed=rng, **kw)
         self.norm1 = LayerNorm(d_model, layer_norm_eps, bias, **kw)
@@ -1032,6 +1053,7 @@ class TransformerDecoderLayer(Module):
         kw = dict(dtype=dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, batch_first=batch_first,
                                             seed=rng, **kw)
+        self.self_attn.split_in_proj = False   # self-attention only: packed as one block
         self.multihead_attn = MultiheadAttention(d_model, nhead, bias=bias,
                                                  batch_first=batch_first, seed=rng, **kw)
         self.linear1 = Linear(d_model, dim_feedforward, bias, seed=rng, **kw)
@@ -1409,3 +1431,6 @@ class DecoderOnly(Module):
 # imported last: they build on the classes above.
 from .nn_decoder import (CausalSelfAttention, DecoderBlock, GatedMLP, MLP,  # noqa: E402
                          RMSNorm, causal_mask)
+# Packed formats of the linear weights, also imported last (they know Linear
+# and MultiheadAttention); Module's parameter methods use PACKED and repack.
+from .nn_quantize import PACKED, PackedRows, pack_weights, quantize, repack  # noqa: E402

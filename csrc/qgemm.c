@@ -115,27 +115,42 @@ typedef struct {
 } qgemm_args;
 
 /* rows [r0, r0+mr) (one MR-row panel) x columns [c0, c0+nc): the
- * micro-kernel (sums and dequantization) per 16-column panel into buf
- * (mr x QNC), then bias, activation and the store */
+ * micro-kernel (sums and dequantization) per 16-column panel, straight into
+ * C when its rows are contiguous and the panel is whole, else into buf
+ * (mr x QNC); then bias and activation over each row's nc values in place,
+ * and buf's store */
 static void qgemm_panel(const qgemm_args *g, int64_t r0, int mr, int64_t c0, int64_t nc,
                         float *buf)
 {
     const uint32_t *a = g->A + (r0 / QMR) * QMR * g->k2;
+    float *C0 = g->C + r0 * g->rsc + c0 * g->csc;
+    const int direct = g->csc == 1;
     for (int64_t jl = 0; jl < nc; jl += QNR) {
         const int64_t c = c0 + jl;
+        const int whole = direct && jl + QNR <= nc;
         cattn_kt.ukr_i8(g->k2, a, mr, g->P + (c / QNR) * g->k2 * 2 * QNR, g->za + r0,
-                        g->sa + r0, g->colsum + c, g->sw + c, buf + jl, CATTN_QGEMM_NC);
+                        g->sa + r0, g->colsum + c, g->sw + c,
+                        whole ? C0 + jl : buf + jl, whole ? g->rsc : CATTN_QGEMM_NC);
     }
+    const int64_t nbuf = direct ? nc % QNR : nc;      /* columns still in buf */
+    const int64_t jb = nc - nbuf;
     for (int i = 0; i < mr; i++) {
-        float *y = buf + i * CATTN_QGEMM_NC;
+        float *y = C0 + i * g->rsc;
+        if (nbuf) {
+            const float *t = buf + i * CATTN_QGEMM_NC + jb;
+            for (int64_t j = 0; j < nbuf; j++) y[(jb + j) * g->csc] = t[j];
+        }
+        if (!direct) {                 /* strided C: bias and act in buf first */
+            float *t = buf + i * CATTN_QGEMM_NC;
+            if (g->bias)
+                for (int64_t j = 0; j < nc; j++) t[j] += g->bias[c0 + j];
+            if (g->act != CATTN_ACT_NONE) cattn_kt.act_f32(t, t, nc, g->act);
+            for (int64_t j = 0; j < nc; j++) y[j * g->csc] = t[j];
+            continue;
+        }
         if (g->bias)
             for (int64_t j = 0; j < nc; j++) y[j] += g->bias[c0 + j];
         if (g->act != CATTN_ACT_NONE) cattn_kt.act_f32(y, y, nc, g->act);
-        float *dst = g->C + (r0 + i) * g->rsc + c0 * g->csc;
-        if (g->csc == 1)
-            memcpy(dst, y, sizeof(float) * (size_t)nc);
-        else
-            for (int64_t j = 0; j < nc; j++) dst[j * g->csc] = y[j];
     }
 }
 

@@ -105,7 +105,7 @@ def test_empty_and_errors(client):
     e = cd.embed([], client=client)
     assert e.shape == (0, 384) and e.compute().shape == (0, 384)
     with pytest.raises(ValueError, match="weights"):
-        cd.embed(TEXTS, client=client, weights="int8")
+        cd.embed(TEXTS, client=client, weights="int4")
     with pytest.raises(ValueError, match="batch_size"):
         cd.embed(TEXTS, client=client, batch_size=0)
     with pytest.raises(TypeError, match="one string"):
@@ -184,6 +184,15 @@ def test_cli_workers_starts_a_local_cluster(enc, tmp_path, capsys):
                      capsys.readouterr().out.splitlines()], np.float32)
     np.testing.assert_allclose(rows, enc.encode(TEXTS[:5]), rtol=1e-6, atol=0)
     assert main(["embed", "x", "--workers", "0"]) == 2
+
+
+def test_weights_reach_the_workers(client):
+    """weights= is the workers' from_pretrained format: the bits of a local
+    int8 encoder; each worker caches the model by (path, weights)."""
+    texts = TEXTS[:9]
+    want = SentenceEncoder.from_pretrained(weights="int8").encode(texts)
+    same_bits(cd.embed(texts, client=client, weights="int8", partition_size=4).compute(), want)
+    assert any((None, "int8") in st["loads"] for st in client.run(cd.worker_state).values())
 
 
 def _signal_then_wait(part, flag, marker):

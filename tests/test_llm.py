@@ -362,3 +362,8 @@ def test_cli_generate_streams_text_and_speeds(ckpts, models, capsys):
                  "--seed", "1"]) == 0
     assert main(["generate", str(folder) + "-missing", "x"]) == 2
     assert "error" in capsys.readouterr().err
+    assert main(["generate", folder, "the cat sat", "--max-new-tokens", "3",
+                 "--weights", "int8"]) == 0
+    int8 = CausalLM.from_pretrained(folder, weights="int8")
+    assert capsys.readouterr().out.startswith(
+        "the cat sat" + int8.generate("the cat sat", max_new_tokens=3))

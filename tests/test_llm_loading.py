@@ -1,7 +1,8 @@
 """Checkpoint reading without torch or transformers: cattn.models.safetensors
 on files written here byte by byte (float32, float16, bfloat16, sharded),
 config errors, and a random Llama-shaped checkpoint that loads, runs and
-generates (KV-cache decoding equal to full recomputation). The parity tests
+generates (KV-cache decoding equal to full recomputation), also with
+bfloat16 and int8 weights. The parity tests
 against transformers are tests/test_llm.py."""
 import json
 import os
@@ -183,6 +184,34 @@ def test_rope_scaling_linear_and_llama3_frequencies():
     assert np.all(l3 <= b)
 
 
+@pytest.mark.parametrize("weights", ["bfloat16", "int8"])
+@pytest.mark.parametrize("tied", [False, True])
+def test_weights_formats(tmp_path, weights, tied):
+    """weights= packs every nn.Linear in that format (cattn.nn.quantize); a
+    tied lm_head stays the float32 embedding. bfloat16: the float32 model
+    on the rounded weights, bit for bit; both within their rounding of the
+    float32 logits (tests/test_nn_quantize.py derives the tolerances; this
+    model's weights are N(0, 0.2), whose outliers widen int8's steps)."""
+    make_checkpoint(str(tmp_path), dict(CONFIG, tie_word_embeddings=tied))
+    ref = CausalLM.from_pretrained(str(tmp_path))
+    m = CausalLM.from_pretrained(str(tmp_path), weights=weights)
+    assert m.layers[1].self_attn.qkv_proj.weight.format == weights
+    assert m.layers[0].mlp.down_proj.weight.format == weights
+    if tied:
+        assert m.lm_head is None and type(m.embed.weight) is np.ndarray
+    else:
+        assert m.lm_head.weight.format == weights
+    ids = np.array([[1, 4, 9, 16, 25], [3, 3, 7, 8, 1]])
+    want = ref(ids)
+    err = np.linalg.norm(m(ids) - want) / np.linalg.norm(want)
+    assert err < (1e-2 if weights == "bfloat16" else 5e-2)
+    if weights == "bfloat16":
+        ref.load_state_dict(m.state_dict())
+        np.testing.assert_array_equal(m(ids), ref(ids))
+    assert [len(o) for o in m.generate(ids.tolist(), max_new_tokens=3, eos_token_id=[])] == [3, 3]
+
+
 def test_weights_argument():
-    with pytest.raises(ValueError, match="weights='int8'"):
-        CausalLM.from_pretrained(".", weights="int8")
+    with pytest.raises(ValueError, match="weights must be one of 'float32', 'bfloat16', "
+                                         "'int8', got 'int4'"):
+        CausalLM.from_pretrained(".", weights="int4")

@@ -110,8 +110,13 @@ def test_built_from_nn_layers_through_the_key_map(enc, ref):
     w = ref.weights
     qkv = np.concatenate([w[f"encoder.layer.2.attention.self.{n}.weight"]
                           for n in ("query", "key", "value")])
-    np.testing.assert_array_equal(layer.self_attn.in_proj_weight, qkv)
-    # the Linear weights are packed once at load (nn.pack_weights)
+    # the linear weights are packed once at load (nn.pack_weights), in_proj_weight
+    # as one block (self-attention: q, k, v in one GEMM)
+    assert isinstance(layer.self_attn.in_proj_weight, cattn.nn.PackedRows)
+    assert layer.self_attn.in_proj_weight.cuts == ()
+    np.testing.assert_array_equal(layer.self_attn.in_proj_weight.unpack(), qkv)
+    np.testing.assert_array_equal(m.state_dict()["encoder.layers.2.self_attn.in_proj_weight"],
+                                  qkv)
     assert isinstance(layer.linear2.weight, cattn.PackedWeight)
     np.testing.assert_array_equal(layer.linear2.weight.unpack(),
                                   w["encoder.layer.2.output.dense.weight"])

@@ -210,7 +210,8 @@ def test_self_attention_projects_qkv_in_one_gemm_without_copies(rng, monkeypatch
     x = randn(rng, (2, 5, E))
     m(x)
     assert len(lin.calls) == 2  # in_proj (3E, E) and out_proj
-    assert lin.calls[0][1] is m.in_proj_weight
+    w = lin.calls[0][1]                       # the whole weight (a view of it, no copy)
+    assert w.shape == (3 * E, E) and np.shares_memory(w, m.in_proj_weight)
     qkv = lin.calls[0][2]
     (q, k, v), = sdpa.calls
     for t in (q, k, v):

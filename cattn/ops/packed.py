@@ -21,6 +21,10 @@ Formats (cattn.linear computes in the format's dtype: float32, or float64):
   scales, bias and activation are applied in the epilogue:
       y[i, j] = act(((float)(sum_k (qa[i,k] - za[i]) qw[j,k]) * sa[i]) * sw[j] + b[j])
   A row of x holding NaN or +-inf gives NaN in every output of that row.
+  The int32 sums, the dequantization and the bias are the same bits on every
+  kernel path (portable, AVX2) and thread count; an activation is then that
+  path's activation kernel (cattn.gelu etc.: the paths can differ by an ulp
+  in the far tails of gelu).
   Limits of the formula: each row keeps ~8 bits relative to its largest
   magnitude (one huge value zeroes the small ones); (float)t * sa can
   overflow to inf before * sw when |x| is near 1e33 or more, and a row whose

@@ -1,0 +1,187 @@
+"""cattn.nn_quantize — the linear weights of cattn.nn modules in a packed
+format (cattn.pack_weight): nn.quantize(module, dtype) and nn.pack_weights
+(module), exported from cattn.nn; PackedRows, MultiheadAttention's packed
+in_proj_weight.
+
+What this file is: which parameters are linear weights (nn.Linear's weight,
+MultiheadAttention's projections), packing them in one format across a layer
+or a stack, and repacking a new value in a parameter's format (assignment,
+load_state_dict). What it is not: the packing itself (cattn.ops.packed) or
+the layers (cattn.nn).
+
+Formats (the `dtype` of quantize; a module computes in its own dtype):
+    "float32"   float32 modules: the weights' values, packed once
+    "bfloat16"  float32 modules: weights rounded to bfloat16 (nearest even)
+    "int8"      float32 modules: int8 weights with per-output-channel scales,
+                activations quantized per row at call time
+    "float64"   float64 modules: the weights' values, packed once
+A module remembers its format per parameter: state_dict() gives the values
+the kernel uses as arrays of the module's dtype (float32: bfloat16-rounded
+values; for int8 q * scale), and load_state_dict() / `layer.weight = array`
+pack the new values in that parameter's format again.
+"""
+import numpy as np
+
+from .nn import Linear, Module, MultiheadAttention
+from ._validate import show
+from .ops.gemm import linear
+from .ops.packed import PackedWeight, pack_weight
+
+__all__ = ["quantize", "pack_weights", "PackedRows", "DTYPES"]
+
+DTYPES = ("float32", "bfloat16", "int8", "float64")
+# the dtype a module must compute in to hold each format
+_COMPUTE = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(np.float32),
+            "int8": np.dtype(np.float32), "float64": np.dtype(np.float64)}
+
+
+class PackedRows:
+    """A weight W (N, K) packed as blocks of consecutive rows, one
+    PackedWeight each (`pieces`, cut before the row indices `cuts`): the
+    in_proj_weight (3E, E) of a packed MultiheadAttention. Cut at E
+    (MultiheadAttention.split_in_proj, the default), the query rows (E, E)
+    and the key/value rows (2E, E) are two pieces, so cross-attention
+    projects the query and the memory with their own rows; uncut (the
+    layers' self-attention), one piece, one GEMM per call. The bits are
+    those of one fused weight: a packed linear computes each output column
+    alone, the same way for any N. Attributes as PackedWeight: shape, dtype,
+    format, nbytes, unpack()."""
+
+    def __init__(self, w, fmt, cuts=()):
+        """Pack w (N, K) in format fmt, cut before each row index in cuts."""
+        self.cuts = tuple(cuts)
+        bounds = (0, *self.cuts, w.shape[0])
+        self.starts = bounds[:-1]
+        self.pieces = tuple(pack_weight(w[a:b], fmt) for a, b in zip(bounds, bounds[1:]))
+
+    @property
+    def shape(self):
+        return (sum(p.shape[0] for p in self.pieces), self.pieces[0].shape[1])
+
+    @property
+    def dtype(self):
+        return self.pieces[0].dtype
+
+    @property
+    def format(self):
+        return self.pieces[0].format
+
+    @property
+    def nbytes(self):
+        return sum(p.nbytes for p in self.pieces)
+
+    def __repr__(self):
+        return (f"PackedRows(shape={self.shape}, format={self.format!r}, "
+                f"cuts={self.cuts}, nbytes={self.nbytes})")
+
+    def unpack(self):
+        """W (N, K) as a new array of the values the kernels use."""
+        return np.concatenate([p.unpack() for p in self.pieces])
+
+    def repack(self, w):
+        """New values w (N, K), packed in this format and cut at the same rows."""
+        return PackedRows(w, self.format, self.cuts)
+
+    def linear(self, x, bias=None, rows=None):
+        """x @ W[lo:hi].T + bias[lo:hi] for rows = (lo, hi) (default: all of
+        W), bias (N,) or None -> (..., hi - lo). Each piece holding some of
+        those rows runs whole (a range that cuts a piece computes the
+        piece's other columns too, then drops them)."""
+        N = self.shape[0]
+        lo, hi = (0, N) if rows is None else rows
+        if not 0 <= lo < hi <= N:
+            raise ValueError(f"PackedRows.linear: rows must be (lo, hi) with 0 <= lo < hi <= "
+                             f"{N}, got {rows!r}")
+        ys, first = [], None
+        for a, p in zip(self.starts, self.pieces):
+            z = a + p.shape[0]
+            if a < hi and z > lo:
+                first = a if first is None else first
+                ys.append(linear(x, p, None if bias is None else bias[a:z]))
+        y = ys[0] if len(ys) == 1 else np.concatenate(ys, axis=-1)
+        return y[..., lo - first:hi - first]
+
+
+PACKED = (PackedWeight, PackedRows)
+
+
+def repack(old, w):
+    """New values w (an array of old's shape and dtype) in the packed
+    parameter old's format (and, for PackedRows, its row cuts)."""
+    return old.repack(w) if isinstance(old, PackedRows) else pack_weight(w, old.format)
+
+
+def _linear_weights(m):
+    """(name, row cuts or None) of the linear weights that module m holds
+    itself (not its sub-modules)."""
+    if isinstance(m, Linear):
+        return (("weight", None),)
+    if isinstance(m, MultiheadAttention):     # in_proj: query rows | key and value rows
+        cuts = (m.embed_dim,) if m.split_in_proj else ()
+        return (("in_proj_weight", cuts), ("q_proj_weight", None),
+                ("k_proj_weight", None), ("v_proj_weight", None))
+    return ()
+
+
+def _named_modules(m, prefix=""):
+    """(dotted prefix, module) for m and its sub-modules, in torch's order."""
+    yield prefix, m
+    for k, c in m._modules.items():
+        yield from _named_modules(c, f"{prefix}{k}.")
+
+
+def _convert(module, target, op):
+    """Pack every linear weight p of module (itself included) in format
+    target(p) (None: leave p as it is). Every weight is checked before any
+    is replaced. Returns the module."""
+    if not isinstance(module, Module):
+        raise TypeError(f"{op}: expected a cattn.nn.Module, got {show(module)}")
+    plan = []
+    for prefix, m in _named_modules(module):
+        for name, cuts in _linear_weights(m):
+            p = m._parameters.get(name)
+            fmt = None if p is None else target(p)
+            if fmt is None or (isinstance(p, PACKED) and p.format == fmt):
+                continue
+            if p.dtype != _COMPUTE[fmt]:
+                raise TypeError(f"{op}: {fmt!r} weights need a {_COMPUTE[fmt]} module, but "
+                                f"{prefix}{name} is {p.dtype} (a float64 module packs as "
+                                "'float64' only, a float32 one as 'float32', 'bfloat16' "
+                                "or 'int8')")
+            plan.append((m, name, fmt, cuts))
+    for m, name, fmt, cuts in plan:
+        p = m._parameters[name]
+        w = p.unpack() if isinstance(p, PACKED) else p
+        setattr(m, name, pack_weight(w, fmt) if cuts is None else PackedRows(w, fmt, cuts))
+    return module
+
+
+def quantize(module, dtype):
+    """Convert every linear weight of `module` (a layer or a stack: nn.Linear
+    weights and MultiheadAttention projections, its own and its
+    sub-modules') to the packed format `dtype` and return the module, as
+    torch's quantize_dynamic: "float32", "bfloat16" or "int8" for a float32
+    module, "float64" for a float64 one (see the formats above). Inputs and
+    outputs keep the module's dtype. Weights already packed are converted
+    from the values they hold (a bfloat16 or int8 layer does not get its
+    original float32 weights back); those already in `dtype` are kept.
+    state_dict() gives the values the kernels use as arrays; load_state_dict
+    and assignment pack again in each parameter's format.
+    ValueError for an unknown dtype, TypeError for a module that is not a
+    cattn.nn.Module or a format the module's dtype cannot hold."""
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise ValueError(f"quantize: dtype must be one of {', '.join(map(repr, DTYPES))}, "
+                         f"got {show(dtype)}")
+    return _convert(module, lambda p: dtype, "quantize")
+
+
+def pack_weights(module):
+    """Pack every linear weight of `module` that is still an array once, in
+    its own dtype (quantize(module, "float32") for a float32 module,
+    "float64" for a float64 one; packed weights are left as they are) and
+    return the module: the outputs keep their bits, the few-row calls
+    (decoding a token, a short sentence) stream the packed panels and the
+    many-row calls skip packing. The packed weight replaces the array (no
+    second copy)."""
+    return _convert(module, lambda p: None if isinstance(p, PACKED) else p.dtype.name,
+                    "pack_weights")
