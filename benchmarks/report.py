@@ -161,8 +161,9 @@ def describe(data, stat):
         parts.append(f"cattn {cattn['version']}")
     if data.get("datetime"):
         parts.append(data["datetime"][:19])
-    if (data.get("commit_info") or {}).get("id"):
-        parts.append(f"commit {data['commit_info']['id'][:10]}")
+    commit = (data.get("commit_info") or {}).get("id") or ""
+    if commit and all(c in "0123456789abcdef" for c in commit):   # not "unversioned"
+        parts.append(f"commit {commit[:10]}")
     if m.get("load_average"):
         parts.append(f"load {m['load_average']}")
     return (f"# {'; '.join(str(p) for p in parts)}\n# {stat}s; ratio = the row's {stat} / "
