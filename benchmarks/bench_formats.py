@@ -13,9 +13,10 @@ model, float32 (lib onnxruntime) and int8 (variant).
 
 The ONNX files: the installed model as sentence-transformers runs it (the BERT
 body, mean pooling over real tokens, L2 normalize) exported once with
-torch.onnx (TorchScript exporter, opset 17, dynamic batch and sequence axes)
-into one graph whose output is the normalized 384-d embedding, so both sides
-return the same thing; int8 = onnxruntime.quantization.quantize_dynamic on
+torch.onnx (TorchScript exporter, opset 17, dynamic batch and sequence axes;
+transformers' "eager" attention, whose graph ONNX Runtime ran 10-14% faster
+here than the default "sdpa" one's, same results) into one graph whose output
+is the normalized 384-d embedding, so both sides return the same thing; int8 = onnxruntime.quantization.quantize_dynamic on
 that file with its defaults. Both are made in a subprocess (torch stays out of
 the timed process) and cached in ~/.cache/cattn-bench/ (CATTN_BENCH_CACHE
 overrides) under names keyed by the model file's hash and the torch,
@@ -74,6 +75,7 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 SHORT = "The weather is lovely today."
 N, BATCH, THREADS = 1000, 32, 2
 OPSET = 17
+ATTENTION = "eager"     # transformers' attn_implementation for the export (see above)
 # (lib, variant): cattn's weight formats, then ONNX Runtime's two files
 ROWS = [("cattn", None), ("cattn", "bfloat16"), ("cattn", "int8"),
         ("onnxruntime", None), ("onnxruntime", "int8")]
@@ -135,7 +137,7 @@ def onnx_paths(model_path):
     """{"float32": path, "int8": path}: the cached files' names for this model
     and these package versions (they may not exist yet; see ensure_onnx)."""
     base = os.path.join(CACHE, f"{MODEL_NAME}-{_model_digest(model_path)}-"
-                               f"{_versions('torch', 'transformers', 'onnx')}-opset{OPSET}")
+                               f"{_versions('torch', 'transformers', 'onnx')}-opset{OPSET}-{ATTENTION}")
     return {"float32": base + ".onnx",
             "int8": base + f"-{_versions('onnxruntime')}-int8-dynamic.onnx"}
 
@@ -159,7 +161,8 @@ def export_onnx(model_path, out):
             pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
 
-    model = SentenceEmbedding(AutoModel.from_pretrained(model_path).eval()).eval()
+    body = AutoModel.from_pretrained(model_path, attn_implementation=ATTENTION)
+    model = SentenceEmbedding(body.eval()).eval()
     ids = torch.ones((2, 16), dtype=torch.int64)
     names = ["input_ids", "attention_mask", "token_type_ids"]
     axes = {k: {0: "batch", 1: "sequence"} for k in names}
