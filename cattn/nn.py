@@ -913,9 +913,12 @@ class MultiheadAttention(Module):
         # so a run gives each sequence the bits it gets alone)
         if lengths.size == 0:
             return ctx
-        ends = np.flatnonzero(np.diff(lengths)) + 1
+        if lengths.size == 1 or (lengths == lengths[0]).all():
+            runs = (lengths,)                       # one run (e.g. one sentence)
+        else:
+            runs = np.split(lengths, np.flatnonzero(np.diff(lengths)) + 1)
         start = 0
-        for run in np.split(lengths, ends):
+        for run in runs:
             b, n = run.size, int(run[0])
             if n:
                 rows = slice(start, start + b * n)

@@ -781,6 +781,38 @@ def test_fast_plan_is_the_general_plan(rng, dtype, view, B, H, L, S, E, Ev):
             cattn.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=1 / np.sqrt(E)))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("B,H,L,S,E,Ev", [(1, 12, 9, 9, 32, 32), (2, 3, 5, 7, 9, 11)])
+def test_fast_plan_with_out_is_the_general_plan(rng, dtype, B, H, L, S, E, Ev):
+    """out= given as a (B, L, H, Ev)-memory view (what nn's real-tokens path
+    passes): the quick plan writes into it with the general plan's fields."""
+    from cattn.ops import attention as A
+    q = rng.standard_normal((B, H, L, E)).astype(dtype)
+    k = rng.standard_normal((B, H, S, E)).astype(dtype)
+    v = rng.standard_normal((B, H, S, Ev)).astype(dtype)
+    for causal in (False, True):
+        out = np.full((B, L, H, Ev), np.nan, dtype).transpose(0, 2, 1, 3)
+        fast = A._fast_plan(q, k, v, causal, out)
+        assert fast is not None and fast[1] is out
+        general = A._prepare("sdpa", q, k, v, None, causal, None, False, "upper_left", out)[0]
+        for name in general._fields:
+            a, b = getattr(fast[0], name), getattr(general, name)
+            assert (np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b), name
+        r = cattn.scaled_dot_product_attention(q, k, v, is_causal=causal, out=out)
+        assert r is out
+        np.testing.assert_array_equal(
+            out, cattn.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=1 / np.sqrt(E)))
+    # declined: an out that overlaps an input, a read-only out, a wrong dtype or shape
+    out = np.empty((B, H, L, Ev), dtype)
+    assert A._fast_plan(q, k, q[..., :Ev] if Ev <= E else v, False, q[..., :Ev]
+                        if Ev <= E else v) is None
+    ro = np.empty((B, H, L, Ev), dtype)
+    ro.flags.writeable = False
+    assert A._fast_plan(q, k, v, False, ro) is None
+    assert A._fast_plan(q, k, v, False, out.astype(np.float16)) is None
+    assert A._fast_plan(q, k, v, False, out[:, :, :1]) is None
+
+
 def test_fast_plan_declines_what_it_does_not_cover(rng):
     from cattn.ops import attention as A
     q = rng.standard_normal((1, 2, 4, 8)).astype(np.float32)

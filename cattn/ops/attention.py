@@ -235,12 +235,14 @@ def _bh_offsets(B, H, s0, s1):
     return _batch_offsets((B, H), (B, H), (s0, s1))
 
 
-def _fast_plan(q, k, v, is_causal):
+def _fast_plan(q, k, v, is_causal, out=None):
     """The plan of the common call, checked in a few attribute reads: three
     native, aligned float32 / float64 arrays of one dtype, shapes (B, H, L,
     E), (B, H, S, E), (B, H, S, Ev) with nothing empty, unit-stride rows,
-    no mask, no GQA, default scale and alignment, no out=. Returns (plan, O)
-    — the same plan _prepare builds for such a call — or None."""
+    no mask, no GQA, default scale and alignment; out= None or a writeable
+    aligned (B, H, L, Ev) array of that dtype with unit-stride rows whose
+    memory cannot overlap the inputs'. Returns (plan, O) — the same plan
+    _prepare builds for such a call — or None."""
     if not (type(q) is np.ndarray and type(k) is np.ndarray and type(v) is np.ndarray):
         return None
     dt = q.dtype
@@ -259,11 +261,22 @@ def _fast_plan(q, k, v, is_causal):
         if st[3] != item or st[0] % item or st[1] % item or st[2] % item:
             return None
         es.append((st[0] // item, st[1] // item, st[2] // item))
-    O = np.empty((B, H, L, Ev), dt)
     (q0, q1, rsq), (k0, k1, rsk), (v0, v1, rsv) = es
-    offo = _bh_offsets(B, H, H * L * Ev, L * Ev)
+    if out is None:
+        O = np.empty((B, H, L, Ev), dt)
+        offo, rso = _bh_offsets(B, H, H * L * Ev, L * Ev), Ev
+    else:
+        if (type(out) is not np.ndarray or out.dtype != dt or out.shape != (B, H, L, Ev)
+                or not (out.flags.aligned and out.flags.writeable)):
+            return None
+        st = out.strides
+        if (st[3] != item or st[0] % item or st[1] % item or st[2] % item
+                or any(np.may_share_memory(out, a) for a in (q, k, v))):
+            return None
+        O = out
+        offo, rso = _bh_offsets(B, H, st[0] // item, st[1] // item), st[2] // item
     plan = AttentionPlan(False, B * H, 1, L, S, E, Ev, 1.0 / math.sqrt(E), bool(is_causal), 0,
-                         _MASK["none"], offo, Ev, _bh_offsets(B, H, q0, q1), rsq,
+                         _MASK["none"], offo, rso, _bh_offsets(B, H, q0, q1), rsq,
                          _bh_offsets(B, H, k0, k1), rsk, _bh_offsets(B, H, v0, v1), rsv,
                          _zeros_offsets(B * H), 0, 0)
     return plan, O
@@ -289,10 +302,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if as_real(dropout_p, "dropout_p", _OP, finite=False) != 0.0:
             raise ValueError(f"{_OP}: dropout_p must be 0 (cattn is an inference engine), "
                              f"got {show(dropout_p)}")
-    if (attn_mask is None and out is None and scale is None and enable_gqa is False
+    if (attn_mask is None and scale is None and enable_gqa is False
             and (is_causal is False or is_causal is True)
             and type(causal_alignment) is str and causal_alignment == "upper_left"):
-        fast = _fast_plan(query, key, value, is_causal)    # the common call, checked quickly
+        fast = _fast_plan(query, key, value, is_causal, out)   # the common call, checked quickly
         if fast is not None:
             _ext.attention(fast[0], fast[1], query, key, value, None, get_num_threads())
             return fast[1]

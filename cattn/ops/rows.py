@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _ext
 from .._threads import get_num_threads
-from .._validate import (as_float_array, as_int, as_real, check_out, collapse, contiguous,
+from .._validate import (FLOAT_DTYPES, as_float_array, as_int, as_real, check_out, collapse, contiguous,
                          estrides, readable, result_dtype, show)
 
 try:  # NumPy >= 1.25
@@ -78,6 +78,14 @@ def _param(p, name, x, op):
         raise ValueError(f"{op}: {name} has shape {p.shape}, expected ({n},) to match the "
                          f"last dim of x with shape {x.shape}")
     return p
+
+
+def _fast_param(p, x):
+    """weight / bias usable as they are by the fast paths: None, or a
+    contiguous aligned (n,) array of x's dtype."""
+    return p is None or (type(p) is np.ndarray and p.dtype == x.dtype
+                         and p.shape == x.shape[-1:] and (f := p.flags).c_contiguous
+                         and f.aligned)
 
 
 def _rows(a):
@@ -164,6 +172,15 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     x: (..., n); weight, bias: (n,) or None. Two-pass mean and centered
     variance (stable for rows with a large mean). `out` may be x itself."""
     op = "layer_norm"
+    if (type(x) is np.ndarray and (out is None or out is x) and x.dtype in FLOAT_DTYPES
+            and x.ndim and x.size and (fx := x.flags).c_contiguous and fx.aligned
+            and (out is None or fx.writeable) and type(eps) is float and 0.0 <= eps < math.inf
+            and _fast_param(weight, x) and _fast_param(bias, x)):
+        # fast path (inference hot loop): contiguous x, in place or a new array
+        y = np.empty(x.shape, x.dtype) if out is None else x
+        n = x.shape[-1]
+        _ext.layer_norm(y, n, x, n, weight, bias, x.size // n, n, eps, get_num_threads())
+        return y
     x = as_float_array(x, "x", op)
     if x.ndim == 0:
         raise ValueError(f"{op}: x must have at least 1 dimension, got shape {x.shape}")
