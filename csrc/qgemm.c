@@ -87,9 +87,10 @@ void cattn_quantize_rows(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const
     }
 }
 
-/* rows [i0, i1) of q (u8, row stride K) into MR-row panels of pairs (MR = CATTN_MR_I8):
+/* rows [i0, i1) of q (u8; row i at q0 + (i - i0) K) into MR-row panels of
+ * pairs (MR = CATTN_MR_I8):
  * A[(i/MR)*MR*k2 + p*MR + i%MR] = q[i, 2p] | q[i, 2p+1] << 16 (0 past K and M) */
-static void pack_pairs(uint32_t *A, const uint8_t *q, int64_t i0, int64_t i1, int64_t M,
+static void pack_pairs(uint32_t *A, const uint8_t *q0, int64_t i0, int64_t i1, int64_t M,
                        int64_t K, int64_t k2)
 {
     for (int64_t i = i0; i < i1; i++) {
@@ -98,7 +99,7 @@ static void pack_pairs(uint32_t *A, const uint8_t *q, int64_t i0, int64_t i1, in
             for (int64_t p = 0; p < k2; p++) dst[p * QMR] = 0;
             continue;
         }
-        const uint8_t *r = q + i * K;
+        const uint8_t *r = q0 + (i - i0) * K;
         for (int64_t p = 0; p < K / 2; p++)
             dst[p * QMR] = (uint32_t)r[2 * p] | (uint32_t)r[2 * p + 1] << 16;
         if (K % 2) dst[(k2 - 1) * QMR] = r[K - 1];
@@ -161,36 +162,37 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
     cattn_init();
     if (M <= 0 || N <= 0) return CATTN_OK;
     const int64_t k2 = cattn_cdiv(K, 2), mp = cattn_round_up(M, QMR);
-    /* scratch: q (M x K u8), A pairs (mp x k2 u32), sa, za, bad */
-    const size_t qsz = cattn_round_up((size_t)(M * K), 64);
-    const size_t asz = sizeof(uint32_t) * (size_t)(mp * k2);
-    const size_t rsz = cattn_round_up((size_t)M * (2 * sizeof(float) + 1), 64);
-    uint8_t *mem = cattn_aligned_alloc(qsz + cattn_round_up(asz, 64) + rsz);
-    if (!mem) return CATTN_ENOMEM;
-    uint8_t *q = mem;
-    uint32_t *Ap = (uint32_t *)(mem + qsz);
-    float *sa = (float *)(mem + qsz + cattn_round_up(asz, 64));
-    int32_t *za = (int32_t *)(sa + M);
-    uint8_t *bad = (uint8_t *)(za + M);
-    const qgemm_args g = {C, rsc, csc, Ap, sa, za, P, sw, colsum, bias, act, M, N, k2};
-
     const int64_t nrb = cattn_cdiv(M, CATTN_QGEMM_MC), ncb = cattn_cdiv(N, CATTN_QGEMM_NC);
     const int64_t npanels = cattn_cdiv(M, QMR);
     const int nt = cattn_threads_for((double)M * (double)N * (double)K,
                                      CATTN_GEMV_WORK_PER_THREAD, nrb * ncb, n_threads);
+    /* scratch: A pairs (mp x k2 u32), sa, za, bad; per thread: one panel's
+     * u8 rows (MR x K, in L1 between quantizing and packing) */
+    const size_t asz = cattn_round_up(sizeof(uint32_t) * (size_t)(mp * k2), 64);
+    const size_t rsz = cattn_round_up((size_t)M * (2 * sizeof(float) + 1), 64);
+    const size_t qsz = cattn_round_up((size_t)(QMR * K), 64);
+    uint8_t *mem = cattn_aligned_alloc(asz + rsz + qsz * (size_t)nt);
+    if (!mem) return CATTN_ENOMEM;
+    uint32_t *Ap = (uint32_t *)mem;
+    float *sa = (float *)(mem + asz);
+    int32_t *za = (int32_t *)(sa + M);
+    uint8_t *bad = (uint8_t *)(za + M);
+    uint8_t *qs = mem + asz + rsz;
+    const qgemm_args g = {C, rsc, csc, Ap, sa, za, P, sw, colsum, bias, act, M, N, k2};
     float *bufs = cattn_aligned_alloc(sizeof(float) * QMR * CATTN_QGEMM_NC * (size_t)nt);
     if (!bufs) { cattn_aligned_free(mem); return CATTN_ENOMEM; }
     CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
     {
+        uint8_t *q = qs + qsz * CATTN_TID();
         CATTN_OMP(omp for schedule(dynamic, 1))
         for (int64_t ip = 0; ip < npanels; ip++) {        /* quantize + pack A */
             const int64_t i0 = ip * QMR, i1 = cattn_min64(M, i0 + QMR);
             for (int64_t i = i0; i < i1; i++) {
+                uint8_t *qi = q + (i - i0) * K;
                 if (csa == 1 && cattn_kt.quant_row_u8)
-                    bad[i] = (uint8_t)cattn_kt.quant_row_u8(q + i * K, sa + i, za + i,
-                                                            A + i * rsa, K);
+                    bad[i] = (uint8_t)cattn_kt.quant_row_u8(qi, sa + i, za + i, A + i * rsa, K);
                 else
-                    quantize_row(q + i * K, sa + i, za + i, bad + i, A + i * rsa, csa, K);
+                    quantize_row(qi, sa + i, za + i, bad + i, A + i * rsa, csa, K);
             }
             pack_pairs(Ap, q, i0, i0 + QMR, M, K, k2);
         }
