@@ -23,6 +23,8 @@ cdef extern from "cattn.h" nogil:
     int cattn_cpu_has_avx2_fma()
     int cattn_have_openmp()
     int cattn_omp_max_threads()
+    int cattn_contended()
+    void cattn_set_contended(double seconds)
     const char *cattn_compiler()
     int CATTN_ACT_NONE, CATTN_ACT_RELU, CATTN_ACT_GELU, CATTN_ACT_GELU_TANH, CATTN_ACT_SILU
 
@@ -70,6 +72,17 @@ def openmp_version():
 
 def omp_max_threads():
     return cattn_omp_max_threads()
+
+
+def contended():
+    """True while short parallel regions run on one thread (a worker thread
+    started late recently: the CPU is shared; csrc/contention.c)."""
+    return bool(cattn_contended())
+
+
+def set_contended(double seconds):
+    """Mark the CPU contended for `seconds` (0: clear). A test hook."""
+    cattn_set_contended(seconds)
 
 
 def compiler():

@@ -23,7 +23,8 @@ static int attention_run(cattn_attn_args *g, const cattn_attn_kernels *k, size_t
     cattn_attn_run run = {g, cattn_cdiv(g->S, k->bc), NULL, cattn_cdiv(g->S, CATTN_DECODE_CHUNK), NULL};
     const int64_t ntask = decode ? g->nkv * run.nch : nuq * nqb;
     const double flops = 4.0 * (double)rows * g->nkv * g->S * (double)(g->E + g->Ev);
-    const int nt = cattn_threads_for(flops, CATTN_ATTN_FLOPS_PER_THREAD, ntask, n_threads);
+    const int nt = cattn_short_threads(
+        cattn_threads_for(flops, CATTN_ATTN_FLOPS_PER_THREAD, ntask, n_threads), flops / 2);
 
     /* per-thread scratch (elements): decode scores + the combine's Ev
      * doubles, or one flash task's tiles; then the decode partials, then
@@ -45,8 +46,11 @@ static int attention_run(cattn_attn_args *g, const cattn_attn_kernels *k, size_t
     run.vflags = flags ? (uint8_t *)buf + tsize * (per * (size_t)nt + part) : NULL;
     (void)nt;                                   /* unused without OpenMP */
 
+    cattn_region_t reg;
+    cattn_region_begin(&reg, nt);
     CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
     {
+        cattn_region_arrive(&reg);
         void *work = buf + tsize * per * (size_t)CATTN_TID();
         if (decode) {
             CATTN_OMP(omp for schedule(dynamic, 1))
@@ -68,6 +72,7 @@ static int attention_run(cattn_attn_args *g, const cattn_attn_kernels *k, size_t
                 k->flash_task(&run, t % nuq, g->causal ? nqb - 1 - t / nuq : t / nuq, work);
         }
     }
+    cattn_region_end(&reg);
     cattn_aligned_free(buf);
     return CATTN_OK;
 }

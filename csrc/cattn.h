@@ -77,6 +77,12 @@ int cattn_gemm_batched_f64(double *C, const int64_t *offc, int64_t rsc, int64_t 
                            const double *bias, int act,
                            int n_threads);
 
+/* Shared CPUs (contention.c): 1 while short parallel regions run on one
+ * thread because a worker recently started late; cattn_set_contended marks
+ * the CPU so for `seconds` (0 clears it: a test hook). */
+int cattn_contended(void);
+void cattn_set_contended(double seconds);
+
 /* Prepacked weights (cattn.pack_weight): a weight W (N, K) in torch's
  * layout (element (j, p) at W[j*rsw + p*csw]) packed once into the panels
  * the GEMM reads (gemm_tmpl.h states the layout; *_packed_size elements,

@@ -311,8 +311,9 @@ static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
     const int packed = g->P || g->P16;
     const int rows_tn = !packed && ROWS_TN != NULL;
     const int64_t MP = rows_tn ? (M == 1 ? 1 : cattn_round_up(M, 8)) : cattn_round_up(M, MR);
-    const int nt = cattn_threads_for((double)M * g->N * K, CATTN_GEMV_WORK_PER_THREAD,
-                                     nch, n_threads);
+    const int nt = cattn_short_threads(
+        cattn_threads_for((double)M * g->N * K, CATTN_GEMV_WORK_PER_THREAD, nch, n_threads),
+        (double)M * g->N * K);
     const size_t asz = cattn_round_up((size_t)(MP * K), 16);
     const size_t bsz = rows_tn || g->P ? 0
                        : g->P16 ? (size_t)cattn_min64(KC, K) * 2 * NR
@@ -323,11 +324,17 @@ static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
     for (int64_t i = 0; i < MP; i++)            /* A (or A^T), zero rows past M */
         for (int64_t p = 0; p < K; p++)
             buf[rows_tn ? p * MP + i : i * K + p] = i < M ? g->A[i * g->rsa + p * g->csa] : (T)0;
-    CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1))
-    for (int64_t c = 0; c < nch; c++) {
+    cattn_region_t reg;
+    cattn_region_begin(&reg, nt);
+    CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
+    {
+        cattn_region_arrive(&reg);
         T *w = buf + asz + per * CATTN_TID();
-        FN(gemv_chunk)(g, c * GEMV_CHUNK, buf, MP, w + MP * GEMV_LD, w);
+        CATTN_OMP(omp for schedule(dynamic, 1))
+        for (int64_t c = 0; c < nch; c++)
+            FN(gemv_chunk)(g, c * GEMV_CHUNK, buf, MP, w + MP * GEMV_LD, w);
     }
+    cattn_region_end(&reg);
     cattn_aligned_free(buf);
     return CATTN_OK;
 }
@@ -349,15 +356,19 @@ int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
         return CATTN_OK;
     }
     const int item_nt = FN(gemm_threads)(M, N, K, n_threads);
-    const int nt = FN(gemm_threads)(M * nb, N, K, n_threads);
+    const int nt = cattn_short_threads(FN(gemm_threads)(M * nb, N, K, n_threads),
+                                       (double)(M * nb) * N * K);
     /* many small items: one item per thread at a time; few large: split each */
     const int independent = nb >= 4 * (int64_t)nt || item_nt < nt;
     const size_t bsz = cattn_round_up(FN(gemm_b_size)(N, K), 64);
     const size_t per = cattn_round_up(bsz + FN(gemm_a_size)(M, K), 64);   /* keeps 64-byte alignment */
     T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
     if (!buf) return CATTN_ENOMEM;
+    cattn_region_t reg;
+    cattn_region_begin(&reg, nt);
     CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
     {
+        cattn_region_arrive(&reg);
         T *mine = buf + per * CATTN_TID();
         if (independent) {
             CATTN_OMP(omp for schedule(dynamic, 1))
@@ -374,6 +385,7 @@ int FN(cattn_gemm_batched)(T *C, const int64_t *offc, int64_t rsc, int64_t csc,
             }
         }
     }
+    cattn_region_end(&reg);
     cattn_aligned_free(buf);
     return CATTN_OK;
 }
@@ -432,16 +444,21 @@ static int FN(linear_packed_run)(FN(gemm_args) *g, int n_threads)
         return CATTN_OK;
     }
     if (g->M <= CATTN_GEMV_MAX_M) return FN(gemv)(g, n_threads);
-    const int nt = FN(gemm_threads)(g->M, g->N, g->K, n_threads);
+    const int nt = cattn_short_threads(FN(gemm_threads)(g->M, g->N, g->K, n_threads),
+                                       (double)g->M * g->N * g->K);
     const size_t bsz = g->P16 ? cattn_round_up(FN(gemm_b_size)(g->N, g->K), 64) : 0;
     const size_t per = cattn_round_up(bsz + FN(gemm_a_size)(g->M, g->K), 64);
     T *buf = cattn_aligned_alloc(sizeof(T) * per * nt);
     if (!buf) return CATTN_ENOMEM;
+    cattn_region_t reg;
+    cattn_region_begin(&reg, nt);
     CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
     {
+        cattn_region_arrive(&reg);
         T *mine = buf + per * CATTN_TID();
         FN(gemm_run_part)(g, mine, mine + bsz, CATTN_TID(), CATTN_NT());
     }
+    cattn_region_end(&reg);
     cattn_aligned_free(buf);
     return CATTN_OK;
 }

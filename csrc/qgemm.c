@@ -164,8 +164,9 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
     const int64_t k2 = cattn_cdiv(K, 2), mp = cattn_round_up(M, QMR);
     const int64_t nrb = cattn_cdiv(M, CATTN_QGEMM_MC), ncb = cattn_cdiv(N, CATTN_QGEMM_NC);
     const int64_t npanels = cattn_cdiv(M, QMR);
-    const int nt = cattn_threads_for((double)M * (double)N * (double)K,
-                                     CATTN_GEMV_WORK_PER_THREAD, nrb * ncb, n_threads);
+    const double work = (double)M * (double)N * (double)K;
+    const int nt = cattn_short_threads(
+        cattn_threads_for(work, CATTN_GEMV_WORK_PER_THREAD, nrb * ncb, n_threads), work);
     /* scratch: A pairs (mp x k2 u32), sa, za, bad; per thread: one panel's
      * u8 rows (MR x K, in L1 between quantizing and packing) */
     const size_t asz = cattn_round_up(sizeof(uint32_t) * (size_t)(mp * k2), 64);
@@ -181,8 +182,11 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
     const qgemm_args g = {C, rsc, csc, Ap, sa, za, P, sw, colsum, bias, act, M, N, k2};
     float *bufs = cattn_aligned_alloc(sizeof(float) * QMR * CATTN_QGEMM_NC * (size_t)nt);
     if (!bufs) { cattn_aligned_free(mem); return CATTN_ENOMEM; }
+    cattn_region_t reg;
+    cattn_region_begin(&reg, nt);
     CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
     {
+        cattn_region_arrive(&reg);
         uint8_t *q = qs + qsz * CATTN_TID();
         CATTN_OMP(omp for schedule(dynamic, 1))
         for (int64_t ip = 0; ip < npanels; ip++) {        /* quantize + pack A */
@@ -206,6 +210,7 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
                 qgemm_panel(&g, r, (int)cattn_min64(QMR, r1 - r), c0, nc, buf);
         }
     }
+    cattn_region_end(&reg);
     cattn_aligned_free(bufs);
     cattn_aligned_free(mem);
     return CATTN_OK;

@@ -20,6 +20,40 @@
 #define CATTN_NT() 1
 #endif
 
+/* ---- contention (contention.c): short regions alone on a shared CPU ----
+ * Around a parallel region of nt threads:
+ *   cattn_region_t r; cattn_region_begin(&r, nt);
+ *   omp parallel { cattn_region_arrive(&r); ... }
+ *   cattn_region_end(&r);          -- a worker that started late marks the CPU
+ * and pick the region's threads with cattn_short_threads(nt, work). */
+#define CATTN_REGION_MAX_THREADS 64
+typedef struct {
+    double t0;                                   /* omp_get_wtime() at begin */
+    double arrive[CATTN_REGION_MAX_THREADS];     /* each thread's start (-1: none) */
+    int nt;
+} cattn_region_t;
+
+void cattn_region_begin(cattn_region_t *r, int nt);
+void cattn_region_end(cattn_region_t *r);
+/* cattn_contended, cattn_set_contended: cattn.h */
+
+static inline void cattn_region_arrive(cattn_region_t *r)
+{
+#ifdef _OPENMP
+    const int t = omp_get_thread_num();
+    if (t > 0 && t < r->nt) r->arrive[t] = omp_get_wtime();
+#else
+    (void)r;
+#endif
+}
+
+/* nt, or 1 for a region of less than CATTN_SHORT_WORK multiply-adds while
+ * the CPU is contended */
+static inline int cattn_short_threads(int nt, double work)
+{
+    return nt > 1 && work < CATTN_SHORT_WORK && cattn_contended() ? 1 : nt;
+}
+
 /* Threads for a row-wise pass over `elems` elements: 1 below
  * CATTN_ROWS_MIN_PER_THREAD elements per thread (fork/join would dominate). */
 static inline int cattn_rows_threads(int64_t elems, int n_threads)

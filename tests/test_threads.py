@@ -187,3 +187,46 @@ def test_big_matmuls_in_two_threads_complete(rng):
         outs = list(pool.map(lambda p: cattn.matmul(*p), pairs))
     for (a, b), got in zip(pairs, outs):
         check_matmul(got, a, b)
+
+
+# ---- shared CPUs: short regions on one thread while contended (csrc/contention.c)
+
+def test_contended_flag_hook():
+    from cattn import _ext
+    _ext.set_contended(0)
+    assert _ext.contended() is False
+    _ext.set_contended(5.0)
+    try:
+        assert _ext.contended() is True
+    finally:
+        _ext.set_contended(0)
+    assert _ext.contended() is False
+
+
+@pytest.mark.parametrize("fmt", ["plain", "float32", "bfloat16", "int8"])
+def test_contended_regions_give_the_same_bits(rng, fmt):
+    """While the CPU is marked contended, short regions (few-row linears,
+    small attention) run on one thread: the results must be the same bits
+    as with two threads on a quiet CPU, and long regions keep theirs."""
+    from cattn import _ext
+    w = randn(rng, (1536, 384))
+    b = randn(rng, (1536,))
+    W = w if fmt == "plain" else cattn.pack_weight(w, fmt)
+    xs = [randn(rng, (m, 384)) for m in (1, 3, 9, 300)]
+    q, k, v = (randn(rng, (1, 12, 9, 32)) for _ in range(3))
+
+    def run():
+        return ([cattn.linear(x, W, b, activation="gelu") for x in xs]
+                + [cattn.scaled_dot_product_attention(q, k, v)])
+
+    _ext.set_contended(0)
+    with cattn.num_threads(2):
+        quiet = run()
+        _ext.set_contended(60.0)
+        try:
+            contended = run()
+            assert _ext.contended()
+        finally:
+            _ext.set_contended(0)
+    for a, c in zip(quiet, contended):
+        np.testing.assert_array_equal(a, c)

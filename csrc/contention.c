@@ -1,0 +1,56 @@
+/* contention.c — short parallel regions on the calling thread alone while
+ * the CPU is shared (threads.h: cattn_region_*, cattn_short_threads).
+ *
+ * An OpenMP region ends when every thread of its team has arrived. On a
+ * CPU shared with other busy processes a woken worker can wait a scheduler
+ * slice (milliseconds) for a core, and a 50 us region then takes ms (a
+ * MiniLM sentence went from 5 ms to 50-300 ms). Regions record when their
+ * workers started; a start later than CATTN_LATE_START_S marks the CPU as
+ * contended for CATTN_CONTENDED_S, during which regions shorter than
+ * CATTN_SHORT_WORK run on one thread (long ones keep their threads: a late
+ * start costs them a small share). Only thread counts change, and every
+ * kernel gives the same bits for any count.
+ */
+#include "threads.h"
+
+#ifdef _OPENMP
+static int64_t contended_until_ns;          /* omp_get_wtime() in ns; 0: never */
+
+static int64_t now_ns(void)
+{
+    return (int64_t)(omp_get_wtime() * 1e9);
+}
+
+int cattn_contended(void)
+{
+    return now_ns() < __atomic_load_n(&contended_until_ns, __ATOMIC_RELAXED);
+}
+
+void cattn_region_begin(cattn_region_t *r, int nt)
+{
+    r->nt = nt < CATTN_REGION_MAX_THREADS ? nt : CATTN_REGION_MAX_THREADS;
+    for (int t = 0; t < r->nt; t++) r->arrive[t] = -1.0;
+    r->t0 = omp_get_wtime();
+}
+
+void cattn_region_end(cattn_region_t *r)
+{
+    double late = 0.0;
+    for (int t = 1; t < r->nt; t++)
+        if (r->arrive[t] >= 0.0 && r->arrive[t] - r->t0 > late) late = r->arrive[t] - r->t0;
+    if (late > CATTN_LATE_START_S)
+        __atomic_store_n(&contended_until_ns, now_ns() + (int64_t)(CATTN_CONTENDED_S * 1e9),
+                         __ATOMIC_RELAXED);
+}
+
+void cattn_set_contended(double seconds)
+{
+    __atomic_store_n(&contended_until_ns, seconds > 0 ? now_ns() + (int64_t)(seconds * 1e9) : 0,
+                     __ATOMIC_RELAXED);
+}
+#else
+int cattn_contended(void) { return 0; }
+void cattn_region_begin(cattn_region_t *r, int nt) { r->nt = nt; r->t0 = 0.0; }
+void cattn_region_end(cattn_region_t *r) { (void)r; }
+void cattn_set_contended(double seconds) { (void)seconds; }
+#endif
