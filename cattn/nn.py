@@ -1151,6 +1151,11 @@ class TransformerEncoder(Module):
         """The stack on the real tokens of a padded batch (see RealTokens):
         x (T, E) -> (out (T, E), a list of each layer's attention weights
         (B, H, L, L) if need_weights else None)."""
+        if not need_weights and mask is None:
+            lengths = tokens.real_lengths() if isinstance(tokens, RealTokens) else None
+            y = None if lengths is None else encoder_tokens(self.layers, x, lengths, is_causal)
+            if y is not None:                 # the same kernel calls, without the Python
+                return _final_norm(self.norm, y), None
         weights = [] if need_weights else None
         for layer in self.layers:
             x, w = layer.forward_tokens(x, tokens, mask, is_causal, need_weights=need_weights)
@@ -1437,3 +1442,4 @@ from .nn_decoder import (CausalSelfAttention, DecoderBlock, GatedMLP, MLP,  # no
 # Packed formats of the linear weights, also imported last (they know Linear
 # and MultiheadAttention); Module's parameter methods use PACKED and repack.
 from .nn_quantize import PACKED, PackedRows, pack_weights, quantize, repack  # noqa: E402
+from .nn_fastpath import encoder_tokens  # noqa: E402

@@ -1,0 +1,201 @@
+"""cattn.nn_fastpath — TransformerEncoder.forward_tokens' inference loop:
+the kernel calls of the layer-by-layer path, issued straight to the
+extension.
+
+What this file is: for a stack of standard encoder layers on the real
+tokens of a batch (nn.RealTokens, no attention mask, no weights asked
+for), each layer runs as the same sequence of kernel calls as
+TransformerEncoderLayer.forward_tokens makes (the same arguments: same
+rows, weights, bias, activation, thread count), without the Python between
+them (argument checks already done once, views, plans): a MiniLM sentence
+spent ~0.5 ms of its ~2 ms there. Results are the same bits as the general
+path (tests/test_nn_fastpath.py checks it). What it is not: new kernels,
+or a second implementation of any layer: anything unusual (a cut packed
+in_proj, rotary embeddings, an attn_mask, odd parameter layouts) returns
+None and the caller takes the general path.
+
+Legend: T real tokens (rows), E model width, H heads, D = E / H, F the
+feed-forward width, b sequences of one length n in a run (b * n rows).
+
+Per layer, post-LN (norm_first=False):
+    qkv = x W_in^T + b_in                         (T, 3E)   one GEMM
+    ctx = softmax(q k^T / sqrt(D)) v per sequence  (T, E)    fused attention per run
+    a   = LN1(x + ctx W_o^T + b_o)                (T, E)
+    y   = LN2(a + act(a W_1^T + b_1) W_2^T + b_2) (T, E)
+pre-LN (norm_first=True): a = x + SA(LN1(x)); y = a + FF(LN2(a)).
+"""
+import numpy as np
+
+from . import _ext
+from ._threads import get_num_threads
+from .ops.attention import _fast_plan
+from .nn import LayerNorm, TransformerEncoderLayer
+from .nn_quantize import PackedRows
+from .ops.packed import PackedWeight
+
+_ACT = _ext.ACT_CODES
+_plans = {}          # (b, n, E, H, dtype, causal) -> the fused attention plan of a run
+
+
+def _weight_call(W, b, N, K, dt):
+    """A function (x (M, K), y (M, N), act, nt) computing y = act(x W^T + b)
+    by the kernel cattn.linear uses for W, or None if W or b is not in a
+    form the hot path of cattn.linear takes as is."""
+    if b is not None and not (type(b) is np.ndarray and b.dtype == dt and b.shape == (N,)
+                              and b.flags.c_contiguous and b.flags.aligned):
+        return None
+    if type(W) is PackedRows:
+        if len(W.pieces) != 1:
+            return None
+        W = W.pieces[0]
+    if type(W) is PackedWeight:
+        if W._shape != (N, K) or W.dtype != dt:
+            return None
+        if W._format == "int8":
+            data, scale, colsum = W._data, W._scale, W._colsum
+
+            def call(x, y, act, nt):
+                _ext.linear_int8(y, N, 1, x, K, 1, data, scale, colsum, len(x), N, K, b,
+                                 act, nt)
+            return call
+        data = W._data
+
+        def call(x, y, act, nt):
+            _ext.linear_packed(y, N, 1, x, K, 1, data, len(x), N, K, b, act, nt)
+        return call
+    if not (type(W) is np.ndarray and W.dtype == dt and W.shape == (N, K) and W.flags.aligned
+            and not (W.strides[0] % W.itemsize or W.strides[1] % W.itemsize)):
+        return None
+    sw0, sw1 = W.strides[0] // W.itemsize, W.strides[1] // W.itemsize
+
+    def call(x, y, act, nt):
+        _ext.gemm(y, N, 1, x, K, 1, W, sw1, sw0, len(x), N, K, b, act, nt)
+    return call
+
+
+def _norm_params(norm, E, dt):
+    """(weight, bias, eps) of an nn.LayerNorm usable as they are by the
+    layer_norm kernel, or None."""
+    if type(norm) is not LayerNorm or norm.normalized_shape != (E,):
+        return None
+    for p in (norm.weight, norm.bias):
+        if p is not None and not (type(p) is np.ndarray and p.dtype == dt and p.shape == (E,)
+                                  and p.flags.c_contiguous and p.flags.aligned):
+            return None
+    eps = float(norm.eps)
+    return norm.weight, norm.bias, eps
+
+
+def _layer_program(layer, E, dt):
+    """The kernel calls of one TransformerEncoderLayer, or None."""
+    if type(layer) is not TransformerEncoderLayer or layer.dtype != dt:
+        return None
+    sa = layer.self_attn
+    if (sa.rotary is not None or not sa._qkv_same_embed_dim or sa.embed_dim != E
+            or sa.batch_first is not True):
+        return None
+    F = layer.linear1.out_features
+    steps = (_weight_call(sa.in_proj_weight, sa.in_proj_bias, 3 * E, E, dt),
+             _weight_call(sa.out_proj.weight, sa.out_proj.bias, E, E, dt),
+             _weight_call(layer.linear1.weight, layer.linear1.bias, F, E, dt),
+             _weight_call(layer.linear2.weight, layer.linear2.bias, E, F, dt),
+             _norm_params(layer.norm1, E, dt), _norm_params(layer.norm2, E, dt))
+    if any(s is None for s in steps) or layer.linear2.out_features != E:
+        return None
+    return (*steps, F, sa.num_heads, _ACT[layer.activation], layer.norm_first)
+
+
+def _plan(b, n, E, H, dt, causal, qkv, ctx):
+    """The fused attention plan of b sequences of n tokens whose rows are
+    consecutive in qkv (b*n, 3E) and ctx (b*n, E); plans hold offsets and
+    strides only, so one serves every call of that layout."""
+    key = (b, n, E, H, dt.str, causal)
+    p = _plans.get(key)
+    if p is None:
+        D = E // H
+        q, k, v = (qkv[:, i * E:(i + 1) * E].reshape(b, n, H, D).transpose(0, 2, 1, 3)
+                   for i in range(3))
+        o = ctx.reshape(b, n, H, D).transpose(0, 2, 1, 3)
+        fast = _fast_plan(q, k, v, causal, o)
+        if fast is None:
+            return None
+        if len(_plans) > 4096:
+            _plans.clear()
+        p = _plans[key] = fast[0]
+    return p
+
+
+def encoder_tokens(layers, x, lengths, is_causal):
+    """The layers on token rows x (T, E) of sequences of `lengths` (B,)
+    (each sequence's rows consecutive, in position order), each attending
+    over its own tokens (causally if is_causal) -> (T, E) as a new array;
+    None when a layer or x is not of the standard form (the caller then runs
+    the layer-by-layer path)."""
+    if not (type(x) is np.ndarray and x.ndim == 2 and x.flags.c_contiguous
+            and x.flags.aligned and x.dtype in (np.float32, np.float64)):
+        return None
+    T, E = x.shape
+    dt = x.dtype
+    if T == 0 or int(lengths.sum()) != T:
+        return None
+    progs = []
+    for layer in layers:
+        p = _layer_program(layer, E, dt)
+        if p is None:
+            return None
+        progs.append(p)
+    H = progs[0][7]
+    if E % H or any(p[7] != H for p in progs):
+        return None
+    # runs of consecutive sequences of one length: (first row, b, n)
+    runs, start = [], 0
+    bounds = np.flatnonzero(np.diff(lengths)) + 1 if lengths.size > 1 else ()
+    for seg in np.split(lengths, bounds) if len(bounds) else (lengths,):
+        b, n = seg.size, int(seg[0])
+        if n:
+            runs.append((start, b, n))
+        start += b * n
+    causal = bool(is_causal)
+    nt = get_num_threads()
+    qkv = np.empty((T, 3 * E), dt)
+    ctx = np.empty((T, E), dt)
+    none = _ACT["none"]
+    attn = []
+    for r0, b, n in runs:
+        rows = slice(r0, r0 + b * n)
+        plan = _plan(b, n, E, H, dt, causal, qkv[rows], ctx[rows])
+        if plan is None:
+            return None
+        attn.append((plan, rows))
+    for in_proj, out_proj, lin1, lin2, (w1, b1, e1), (w2, b2, e2), F, _, act, pre in progs:
+        if pre:
+            h = np.empty((T, E), dt)
+            _ext.layer_norm(h, E, x, E, w1, b1, T, E, e1, nt)
+        else:
+            h = x
+        in_proj(h, qkv, none, nt)
+        _attend(qkv, ctx, attn, E, nt)
+        a = np.empty((T, E), dt)
+        out_proj(ctx, a, none, nt)
+        np.add(a, x, out=a)
+        if pre:
+            _ext.layer_norm(h, E, a, E, w2, b2, T, E, e2, nt)
+        else:
+            _ext.layer_norm(a, E, a, E, w1, b1, T, E, e1, nt)
+            h = a
+        f = np.empty((T, F), dt)
+        lin1(h, f, act, nt)
+        y = np.empty((T, E), dt)
+        lin2(f, y, none, nt)
+        np.add(y, a, out=y)
+        if not pre:
+            _ext.layer_norm(y, E, y, E, w2, b2, T, E, e2, nt)
+        x = y
+    return x
+
+
+def _attend(qkv, ctx, attn, E, nt):
+    """ctx rows = attention of each run's q over its k, v (views of qkv)."""
+    for plan, rows in attn:
+        q = qkv[rows]
+        _ext.attention(plan, ctx[rows], q, q[:, E:], q[:, 2 * E:], None, nt)
