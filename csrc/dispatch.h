@@ -50,6 +50,14 @@ typedef void (*cattn_few_rows_f32_t)(int64_t k, const float *a, int64_t lda, int
                                      const float *b, int64_t npan, int64_t ps,
                                      float *c, int64_t ldc, int acc);
 
+/* 1..CATTN_GEMV_MAX_M rows against packed bfloat16 panels (float32
+ * arithmetic; NULL: the driver widens the panels for the float32 kernels):
+ *   c[i*ldc + jp*16 + j] (=|+=) sum_{p<k} a[i*lda + p] * float(b[jp*ps + p*16 + j])
+ * for i < m, jp < npan, j < 16: the micro-kernel's arithmetic, bit for bit. */
+typedef void (*cattn_few_rows_bf16_t)(int64_t k, const float *a, int64_t lda, int m,
+                                      const uint16_t *b, int64_t npan, int64_t ps,
+                                      float *c, int64_t ldc, int acc);
+
 /* bfloat16 to float32 (exact): dst[i] = the float with high half src[i]
  * (NULL: the driver's loop) */
 typedef void (*cattn_bf16_expand_t)(float *dst, const uint16_t *src, int64_t n);
@@ -142,6 +150,7 @@ typedef struct {
     cattn_bf16_expand_t bf16_expand_f32;
     cattn_rows_tn_f32_t rows_tn_f32;
     cattn_few_rows_f32_t few_rows_f32;
+    cattn_few_rows_bf16_t few_rows_bf16;
     cattn_smx_row_f32_t softmax_row_f32;
     cattn_smx_row_f64_t softmax_row_f64;
     cattn_smx_cols_f32_t softmax_cols_f32;

@@ -22,6 +22,7 @@ typedef cattn_ukr_f64_t cattn_ukr_t_f64;
 #define BF16_EXPAND cattn_kt.bf16_expand_f32
 #define ROWS_TN cattn_kt.rows_tn_f32
 #define FEW_ROWS cattn_kt.few_rows_f32
+#define FEW_BF16 cattn_kt.few_rows_bf16
 #define ACT cattn_kt.act_f32
 #include "gemm_tmpl.h"
 
@@ -48,5 +49,7 @@ int cattn_linear_packed_bf16(float *C, int64_t rsc, int64_t csc, const float *A,
 #define ROWS_TN ((void (*)(double *, int64_t, const double *, int64_t, const double *, \
                           int64_t, int64_t, int64_t, int64_t))0)
 #define FEW_ROWS ((void (*)(int64_t, const double *, int64_t, int, const double *, int64_t, \
+                           int64_t, double *, int64_t, int))0)
+#define FEW_BF16 ((void (*)(int64_t, const double *, int64_t, int, const uint16_t *, int64_t, \
                            int64_t, double *, int64_t, int))0)
 #include "gemm_tmpl.h"

@@ -1,7 +1,7 @@
 /* gemm_tmpl.h — the blocked GEMM driver, written once for T = float and
  * T = double. Included by gemm.c with these macros defined:
  *   T, SFX (f32/f64), MR, NR, KC, MC, NC, and the dispatch entries
- *   UKR, ACT, ROWS_TN and FEW_ROWS (NULL-able; NULL for double), PACK_BT and
+ *   UKR, ACT, ROWS_TN, FEW_ROWS and FEW_BF16 (NULL-able; NULL for double), PACK_BT and
  *   BF16_EXPAND (float only, NULL-able).
  *
  * C[M,N] = A[M,K] · B[K,N]   (+ bias[N], act)
@@ -260,6 +260,12 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, const T *a, int64
             const int64_t kc = cattn_min64(KC, K - pc);
             for (int64_t jq = 0; jq < npan; jq += step) {
                 const int64_t nq = cattn_min64(step, npan - jq);
+                T *tq = tmp + jq * NR;
+                if (g->P16 && FEW_BF16) {      /* widened in registers, all rows */
+                    FEW_BF16(kc, a + pc, K, (int)M, g->P16 + pc * g->np + (j0 + jq * NR) * kc,
+                             nq, NR * kc, tq, GEMV_LD, pc > 0);
+                    continue;
+                }
                 const T *pb;
                 if (g->P16) {
                     FN(bf16_expand)(bp, g->P16 + pc * g->np + (j0 + jq * NR) * kc, nq * NR * kc);
@@ -267,7 +273,6 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, const T *a, int64
                 } else {
                     pb = g->P + pc * g->np + (j0 + jq * NR) * kc;
                 }
-                T *tq = tmp + jq * NR;
                 int64_t i = 0;
                 for (; i + MR <= M; i += MR)                  /* full MR rows */
                     for (int64_t jp = 0; jp < nq; jp++)
@@ -487,5 +492,6 @@ int FN(cattn_linear_packed)(T *C, int64_t rsc, int64_t csc, const T *A, int64_t 
 #undef ACT
 #undef ROWS_TN
 #undef FEW_ROWS
+#undef FEW_BF16
 #undef PACK_BT
 #undef BF16_EXPAND

@@ -17,6 +17,7 @@ void cattn_kernels_avx2(cattn_dispatch_t *kt)
     kt->bf16_expand_f32 = cattn_bf16_expand_avx2;
     kt->rows_tn_f32 = cattn_rows_tn_avx2_f32;
     kt->few_rows_f32 = cattn_few_rows_avx2_f32;
+    kt->few_rows_bf16 = cattn_few_rows_bf16_avx2;
     kt->softmax_row_f32 = cattn_softmax_row_avx2_f32;
     kt->softmax_row_f64 = cattn_softmax_row_avx2_f64;
     kt->softmax_cols_f32 = cattn_softmax_cols_avx2_f32;

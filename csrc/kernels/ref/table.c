@@ -12,6 +12,7 @@ void cattn_kernels_ref(cattn_dispatch_t *kt)
     kt->dotn_f64 = cattn_dotn_ref_f64;
     kt->pack_t16_f32 = NULL;                       /* the driver's scalar packing */
     kt->bf16_expand_f32 = NULL;                    /* the driver's loop */
+    kt->few_rows_bf16 = NULL;                      /* widened panels, float32 kernels */
     kt->softmax_row_f32 = cattn_softmax_row_ref_f32;
     kt->softmax_row_f64 = cattn_softmax_row_ref_f64;
     kt->softmax_cols_f32 = cattn_softmax_cols_ref_f32;
