@@ -1151,6 +1151,9 @@ class TransformerEncoder(Module):
         """The stack on the real tokens of a padded batch (see RealTokens):
         x (T, E) -> (out (T, E), a list of each layer's attention weights
         (B, H, L, L) if need_weights else None)."""
+        owner = "MultiheadAttention"              # the flags as the layers check them
+        need_weights = as_flag(need_weights, "need_weights", owner)
+        is_causal = False if is_causal is None else as_flag(is_causal, "is_causal", owner)
         if not need_weights and mask is None:
             lengths = tokens.real_lengths() if isinstance(tokens, RealTokens) else None
             y = None if lengths is None else encoder_tokens(self.layers, x, lengths, is_causal)

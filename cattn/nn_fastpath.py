@@ -29,7 +29,7 @@ import numpy as np
 from . import _ext
 from ._threads import get_num_threads
 from .ops.attention import _fast_plan
-from .nn import LayerNorm, TransformerEncoderLayer
+from .nn import LayerNorm, Linear, MultiheadAttention, TransformerEncoderLayer
 from .nn_quantize import PackedRows
 from .ops.packed import PackedWeight
 
@@ -91,8 +91,11 @@ def _layer_program(layer, E, dt):
     if type(layer) is not TransformerEncoderLayer or layer.dtype != dt:
         return None
     sa = layer.self_attn
-    if (sa.rotary is not None or not sa._qkv_same_embed_dim or sa.embed_dim != E
-            or sa.batch_first is not True):
+    # exact types: a subclass may override forward (the general path calls it)
+    if (type(sa) is not MultiheadAttention or type(layer.linear1) is not Linear
+            or type(layer.linear2) is not Linear):
+        return None
+    if sa.rotary is not None or not sa._qkv_same_embed_dim or sa.embed_dim != E:
         return None
     F = layer.linear1.out_features
     steps = (_weight_call(sa.in_proj_weight, sa.in_proj_bias, 3 * E, E, dt),
@@ -128,7 +131,7 @@ def _plan(b, n, E, H, dt, causal, qkv, ctx):
 def encoder_tokens(layers, x, lengths, is_causal):
     """The layers on token rows x (T, E) of sequences of `lengths` (B,)
     (each sequence's rows consecutive, in position order), each attending
-    over its own tokens (causally if is_causal) -> (T, E) as a new array;
+    over its own tokens (causally if is_causal, a bool) -> (T, E) as a new array;
     None when a layer or x is not of the standard form (the caller then runs
     the layer-by-layer path)."""
     if not (type(x) is np.ndarray and x.ndim == 2 and x.flags.c_contiguous
@@ -155,7 +158,7 @@ def encoder_tokens(layers, x, lengths, is_causal):
         if n:
             runs.append((start, b, n))
         start += b * n
-    causal = bool(is_causal)
+    causal = is_causal is True
     nt = get_num_threads()
     qkv = np.empty((T, 3 * E), dt)
     ctx = np.empty((T, E), dt)

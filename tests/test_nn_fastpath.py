@@ -25,8 +25,8 @@ should, and that it handed over where it must (an attention mask,
 need_weights, an in_proj cut in two packed pieces, an unaligned or strided
 parameter, rotary embeddings, a float mask adding finite values, token rows
 that are not contiguous, no tokens at all). Two gaps of the fast path
-found while writing these tests are at the end, xfail(strict=True): a
-subclassed sub-module's forward is skipped, is_causal is not checked.
+found while writing these tests are at the end (fixed): a subclassed
+sub-module's forward was skipped, is_causal was not checked.
 """
 import importlib
 
@@ -471,7 +471,7 @@ def test_minilm_same_bits(monkeypatch, spy, minilm, weights):
     assert len(spy.calls) == 3 and emb.shape == (len(SENTENCES), 384)
 
 
-# ---- known gaps of the fast path (xfail until fixed) ------------------------------------
+# ---- gaps found while writing these tests (fixed) -------------------------------------
 
 class _ScaledLinear(nn.Linear):
     """A Linear whose forward also scales its output (e.g. an adapter)."""
@@ -480,9 +480,6 @@ class _ScaledLinear(nn.Linear):
         return 0.5 * super().forward(x, activation, out=out)
 
 
-@pytest.mark.xfail(strict=True, reason="nn_fastpath checks the types of the layer and its "
-                   "norms, not of linear1 / linear2 / self_attn / out_proj: a subclass's "
-                   "forward is skipped")
 def test_linear_subclass_is_not_skipped(monkeypatch, spy):
     enc = _encoder()
     old = enc.layers[0].linear1
@@ -495,8 +492,6 @@ def test_linear_subclass_is_not_skipped(monkeypatch, spy):
     _same_bits(got, _general(monkeypatch, lambda: _rows(enc, x, tokens)), "Linear subclass")
 
 
-@pytest.mark.xfail(strict=True, reason="encoder_tokens takes bool(is_causal): the general "
-                   "path's TypeError for a non-bool is skipped ('no' runs causal attention)")
 @pytest.mark.parametrize("is_causal", ["no", 2], ids=["str", "int2"])
 def test_is_causal_checked_as_on_the_general_path(is_causal):
     enc = _encoder()
