@@ -300,13 +300,17 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, const T *a, int64
                         tmp + i * GEMV_LD + jp * NR, GEMV_LD, pc > 0);
         }
     }
-    for (int64_t i = 0; i < M; i++) {      /* the blocked path's epilogue */
-        T *t = tmp + i * GEMV_LD;
-        T *c = g->C + i * g->rsc + j0 * g->csc;
-        if (g->bias)
-            for (int64_t j = 0; j < n; j++) t[j] += g->bias[j0 + j];
+    /* the blocked path's epilogue; g's fields in locals (the stores could
+     * alias them without strict aliasing: the loops would stay scalar) */
+    const T *CATTN_RESTRICT bias = g->bias ? g->bias + j0 : NULL;
+    const int64_t csc = g->csc;
+    for (int64_t i = 0; i < M; i++) {
+        T *CATTN_RESTRICT t = tmp + i * GEMV_LD;
+        T *CATTN_RESTRICT c = g->C + i * g->rsc + j0 * csc;
+        if (bias)
+            for (int64_t j = 0; j < n; j++) t[j] += bias[j];
         if (g->act != CATTN_ACT_NONE) ACT(t, t, n, g->act);
-        for (int64_t j = 0; j < n; j++) c[j * g->csc] = t[j];
+        for (int64_t j = 0; j < n; j++) c[j * csc] = t[j];
     }
 }
 

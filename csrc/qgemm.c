@@ -135,23 +135,28 @@ static void qgemm_panel(const qgemm_args *g, int64_t r0, int mr, int64_t c0, int
     }
     const int64_t nbuf = direct ? nc % QNR : nc;      /* columns still in buf */
     const int64_t jb = nc - nbuf;
+    /* g's fields in locals: the stores below may alias them (no strict
+     * aliasing), which would keep the loops scalar */
+    const float *CATTN_RESTRICT bias = g->bias ? g->bias + c0 : NULL;
+    const int64_t rsc = g->rsc, csc = g->csc;
+    const int act = g->act;
     for (int i = 0; i < mr; i++) {
-        float *y = C0 + i * g->rsc;
+        float *CATTN_RESTRICT y = C0 + i * rsc;
         if (nbuf) {
             const float *t = buf + i * CATTN_QGEMM_NC + jb;
-            for (int64_t j = 0; j < nbuf; j++) y[(jb + j) * g->csc] = t[j];
+            for (int64_t j = 0; j < nbuf; j++) y[(jb + j) * csc] = t[j];
         }
         if (!direct) {                 /* strided C: bias and act in buf first */
-            float *t = buf + i * CATTN_QGEMM_NC;
-            if (g->bias)
-                for (int64_t j = 0; j < nc; j++) t[j] += g->bias[c0 + j];
-            if (g->act != CATTN_ACT_NONE) cattn_kt.act_f32(t, t, nc, g->act);
-            for (int64_t j = 0; j < nc; j++) y[j * g->csc] = t[j];
+            float *CATTN_RESTRICT t = buf + i * CATTN_QGEMM_NC;
+            if (bias)
+                for (int64_t j = 0; j < nc; j++) t[j] += bias[j];
+            if (act != CATTN_ACT_NONE) cattn_kt.act_f32(t, t, nc, act);
+            for (int64_t j = 0; j < nc; j++) y[j * csc] = t[j];
             continue;
         }
-        if (g->bias)
-            for (int64_t j = 0; j < nc; j++) y[j] += g->bias[c0 + j];
-        if (g->act != CATTN_ACT_NONE) cattn_kt.act_f32(y, y, nc, g->act);
+        if (bias)
+            for (int64_t j = 0; j < nc; j++) y[j] += bias[j];
+        if (act != CATTN_ACT_NONE) cattn_kt.act_f32(y, y, nc, act);
     }
 }
 
