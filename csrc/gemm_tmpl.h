@@ -310,7 +310,10 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, const T *a, int64
         if (bias)
             for (int64_t j = 0; j < n; j++) t[j] += bias[j];
         if (g->act != CATTN_ACT_NONE) ACT(t, t, n, g->act);
-        for (int64_t j = 0; j < n; j++) c[j * csc] = t[j];
+        if (csc == 1)
+            memcpy(c, t, sizeof(T) * (size_t)n);
+        else
+            for (int64_t j = 0; j < n; j++) c[j * csc] = t[j];
     }
 }
 
