@@ -25,6 +25,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 #include "../dispatch.h"
 
@@ -299,18 +300,32 @@ static void FN(attn_output_rows)(FN(attn_task) *t, const cattn_attn_run *run)
             t->ld[i] = ln;
         }
     }
-    T *O = (T *)g->O + g->offo[t->uq] + t->i0 * g->rso;
+    /* the stores below could alias g's and t's fields (no strict
+     * aliasing): locals, so that the row loops vectorize */
+    const int64_t rso = g->rso, evp = t->evp, br = t->br;
+    T *CATTN_RESTRICT O = (T *)g->O + g->offo[t->uq] + t->i0 * rso;
     if (one_block) {                          /* no key attended: 0; NaN sum: NaN */
-        for (int64_t i = 0; i < t->br; i++) {
+        const T *Ot = t->Ot;
+        for (int64_t i = 0; i < br; i++) {
             const T l = t->s_end ? t->ts[i] : (T)0;
             const T r = l == (T)0 ? (T)0 : (flag & 2) ? (T)1 : (T)1 / l;
-            for (int64_t j = 0; j < Ev; j++) O[i * g->rso + j] = l == (T)0 ? (T)0 : t->Ot[i * t->evp + j] * r;
+            T *CATTN_RESTRICT o = O + i * rso;
+            const T *CATTN_RESTRICT ot = Ot + i * evp;
+            if (l == (T)0)
+                for (int64_t j = 0; j < Ev; j++) o[j] = (T)0;
+            else
+                for (int64_t j = 0; j < Ev; j++) o[j] = ot[j] * r;
         }
         return;
     }
-    for (int64_t i = 0; i < t->br; i++)       /* no key attended: 0; NaN l: NaN */
-        for (int64_t j = 0; j < Ev; j++)
-            O[i * g->rso + j] = t->ld[i] == 0 ? (T)0 : (T)t->Oa[i * Ev + j];
+    for (int64_t i = 0; i < br; i++) {       /* no key attended: 0; NaN l: NaN */
+        T *CATTN_RESTRICT o = O + i * rso;
+        const double *CATTN_RESTRICT oa = t->Oa + i * Ev;
+        if (t->ld[i] == 0)
+            for (int64_t j = 0; j < Ev; j++) o[j] = (T)0;
+        else
+            for (int64_t j = 0; j < Ev; j++) o[j] = (T)oa[j];
+    }
 }
 
 /* Weight rows (attention_weights): pass 0 finds m and l over every key
@@ -467,13 +482,42 @@ static void FN(attn_scan_v)(const cattn_attn_run *run, int64_t u, int64_t b)
     const T *V = (const T *)g->V + g->offv[u] + b * BC * g->rsv;
     const int64_t n = cattn_min64(BC, g->S - b * BC);
     const T big = (sizeof(T) == sizeof(float) ? (T)FLT_MAX : (T)DBL_MAX) / (T)(4 * BC);
-    int nonfinite = 0, huge = 0;           /* OR reductions: vectorized */
-    for (int64_t s = 0; s < n; s++)
-        for (int64_t j = 0; j < g->Ev; j++) {
-            const T x = V[s * g->rsv + j];
-            nonfinite |= x * (T)0 != (T)0;                      /* NaN or inf */
-            huge |= !(x <= big && x >= -big);
+    /* on the bits without the sign (unsigned order = order of |x|, NaN and
+     * inf above every finite value): one max reduction, vectorized.
+     * NaN or inf <=> |bits| >= inf's; |x| > big or NaN <=> |bits| > big's */
+    const int64_t Ev = g->Ev, rsv = g->rsv;
+    int nonfinite, huge;
+    if (sizeof(T) == 4) {
+        uint32_t big_bits, umax = 0;
+        const float bigf = (float)big;
+        memcpy(&big_bits, &bigf, sizeof big_bits);
+        for (int64_t s = 0; s < n; s++) {
+            const T *v = V + s * rsv;
+            for (int64_t j = 0; j < Ev; j++) {
+                uint32_t x;
+                memcpy(&x, v + j, sizeof x);
+                x &= 0x7FFFFFFFu;
+                umax = x > umax ? x : umax;
+            }
         }
+        nonfinite = umax >= 0x7F800000u;
+        huge = umax > big_bits;
+    } else {
+        uint64_t big_bits, umax = 0;
+        const double bigd = (double)big;
+        memcpy(&big_bits, &bigd, sizeof big_bits);
+        for (int64_t s = 0; s < n; s++) {
+            const T *v = V + s * rsv;
+            for (int64_t j = 0; j < Ev; j++) {
+                uint64_t x;
+                memcpy(&x, v + j, sizeof x);
+                x &= 0x7FFFFFFFFFFFFFFFull;
+                umax = x > umax ? x : umax;
+            }
+        }
+        nonfinite = umax >= 0x7FF0000000000000ull;
+        huge = umax > big_bits;
+    }
     run->vflags[u * run->nblk + b] = (uint8_t)(nonfinite | (huge << 1));
 }
 
