@@ -170,15 +170,22 @@ def encoder_tokens(layers, x, lengths, is_causal):
         if plan is None:
             return None
         attn.append((plan, rows))
+    # buffers reused by every layer (fresh large arrays cost page faults):
+    # a (the attention block's sum) in A, the layer's output y in Y, which
+    # may be the previous layer's output x (dead once a = x + SA(...) is
+    # formed) but never the caller's x
+    A, Y, Hn, fs = np.empty((T, E), dt), None, None, {}
     for in_proj, out_proj, lin1, lin2, (w1, b1, e1), (w2, b2, e2), F, _, act, pre in progs:
         if pre:
-            h = np.empty((T, E), dt)
+            if Hn is None:
+                Hn = np.empty((T, E), dt)
+            h = Hn
             _ext.layer_norm(h, E, x, E, w1, b1, T, E, e1, nt)
         else:
             h = x
         in_proj(h, qkv, none, nt)
         _attend(qkv, ctx, attn, E, nt)
-        a = np.empty((T, E), dt)
+        a = A
         out_proj(ctx, a, none, nt)
         np.add(a, x, out=a)
         if pre:
@@ -186,9 +193,13 @@ def encoder_tokens(layers, x, lengths, is_causal):
         else:
             _ext.layer_norm(a, E, a, E, w1, b1, T, E, e1, nt)
             h = a
-        f = np.empty((T, F), dt)
+        f = fs.get(F)
+        if f is None:
+            f = fs[F] = np.empty((T, F), dt)
         lin1(h, f, act, nt)
-        y = np.empty((T, E), dt)
+        if Y is None:
+            Y = np.empty((T, E), dt)
+        y = Y
         lin2(f, y, none, nt)
         np.add(y, a, out=y)
         if not pre:

@@ -35,7 +35,8 @@ static inline int64_t cattn_max64(int64_t a, int64_t b) { return a > b ? a : b; 
 static inline int64_t cattn_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline int64_t cattn_round_up(int64_t a, int64_t b) { return cattn_cdiv(a, b) * b; }
 
-/* scratch: CATTN_ALIGN-aligned, NULL when out of memory (cpu.c) */
+/* scratch of the drivers: CATTN_ALIGN-aligned, NULL when out of memory;
+ * freed blocks are kept per thread for the next call (scratch.c) */
 void *cattn_aligned_alloc(size_t bytes);
 void cattn_aligned_free(void *p);
 

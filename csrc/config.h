@@ -62,6 +62,10 @@
 
 /* Alignment of every scratch buffer (a cache line). */
 #define CATTN_ALIGN 64
+/* scratch.c: each calling thread keeps up to CATTN_SCRATCH_KEEP freed
+ * scratch blocks of at most CATTN_SCRATCH_KEEP_BYTES for its next calls */
+#define CATTN_SCRATCH_KEEP 2
+#define CATTN_SCRATCH_KEEP_BYTES ((size_t)64 << 20)
 
 
 /* Fused attention (flash) tiles: BR queries per task (a multiple of the

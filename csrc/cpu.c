@@ -147,16 +147,6 @@ int cattn_omp_max_threads(void)
 #endif
 }
 
-void *cattn_aligned_alloc(size_t bytes)
-{
-    void *p = NULL;
-    if (bytes == 0) bytes = CATTN_ALIGN;
-    if (posix_memalign(&p, CATTN_ALIGN, bytes) != 0) return NULL;
-    return p;
-}
-
-void cattn_aligned_free(void *p) { free(p); }
-
 const char *cattn_compiler(void)
 {
 #if defined(__clang__)
