@@ -18,8 +18,11 @@
  *   float32: computed in double lanes (then x^2 is exact and no split is
  *            needed), |x| clamped to 14.5, with erfcx(a) = exp(a^2) erfc(a)
  *            itself as the polynomial in t (K = 3, degree 12 on [0, 10.3],
- *            2.8e-10 relative): no division by 1 + 2a. Rounded once to
- *            float, gelu, gelu_tanh and silu are within ~0.5 ulp.
+ *            2.8e-10 relative): no division by 1 + 2a. Where |x| <= 3
+ *            (most activations) the polynomial form x (1/2 + x g(x^2))
+ *            instead (no division, no exp; 2x faster), each element by the
+ *            form its own value selects. Rounded once to float, gelu,
+ *            gelu_tanh and silu are within ~0.5 ulp.
  * Measured max errors are in tests/test_activations.py.
  * Every element is computed alone by the same code (tails go through a
  * padded buffer), so results never depend on position or thread count.
@@ -192,7 +195,7 @@ static inline __m256d act_expm9_pd(__m256d a2)
     return _mm256_mul_pd(p, _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_castpd_si256(t), 52)));
 }
 
-static inline __m256d act_gelu_f32_pd(__m256d x)   /* x: a float32 value */
+static inline __m256d act_gelu_f32_full_pd(__m256d x)   /* x: a float32 value */
 {
     const __m256d K = ACT_K(3.0), lim = ACT_K(14.5);
     const __m256d xc = _mm256_min_pd(lim, _mm256_max_pd(ACT_K(-14.5), x));
@@ -204,6 +207,141 @@ static inline __m256d act_gelu_f32_pd(__m256d x)   /* x: a float32 value */
     const __m256d cc = _mm256_mul_pd(_mm256_mul_pd(_mm256_mul_pd(ACT_K(0.5), xc), p),
                                      act_expm9_pd(_mm256_mul_pd(a, a)));
     return _mm256_blendv_pd(_mm256_sub_pd(x, cc), cc, x);      /* sign bit of x: c (-0 -> -0) */
+}
+
+/* |x| <= 3 (most activations): gelu(x) = x Phi(x) = x (1/2 + x g(x^2)),
+ * g(v) = erf(sqrt(v/2)) / (2 sqrt(2 v)) a polynomial of degree 14 on
+ * v in [0, 9] (fitted to mpmath, 8.7e-14 relative evaluated in double); no
+ * division, no exp. For x < 0 the sum 1/2 + x g cancels down to Phi(-3) =
+ * 0.00135: the error grows by at most 370x, to ~3e-11 relative (the budget
+ * is ~1e-9, 0.015 ulp of float32). x^2 is exact (x is a float). */
+static const double act_gelu_c32[15][4] __attribute__((aligned(32))) = {
+    {0x1.9884533d4352ap-2, 0x1.9884533d4352ap-2, 0x1.9884533d4352ap-2, 0x1.9884533d4352ap-2},
+    {-0x1.1058377e1e817p-4, -0x1.1058377e1e817p-4, -0x1.1058377e1e817p-4, -0x1.1058377e1e817p-4},
+    {0x1.46d04293a5198p-7, 0x1.46d04293a5198p-7, 0x1.46d04293a5198p-7, 0x1.46d04293a5198p-7},
+    {-0x1.37403f07ec332p-10, -0x1.37403f07ec332p-10, -0x1.37403f07ec332p-10, -0x1.37403f07ec332p-10},
+    {0x1.e42b027d1bc2dp-14, 0x1.e42b027d1bc2dp-14, 0x1.e42b027d1bc2dp-14, 0x1.e42b027d1bc2dp-14},
+    {-0x1.3ce89fc544a5ap-17, -0x1.3ce89fc544a5ap-17, -0x1.3ce89fc544a5ap-17, -0x1.3ce89fc544a5ap-17},
+    {0x1.65863826cc055p-21, 0x1.65863826cc055p-21, 0x1.65863826cc055p-21, 0x1.65863826cc055p-21},
+    {-0x1.6204c148588edp-25, -0x1.6204c148588edp-25, -0x1.6204c148588edp-25, -0x1.6204c148588edp-25},
+    {0x1.37d8ba56d2a02p-29, 0x1.37d8ba56d2a02p-29, 0x1.37d8ba56d2a02p-29, 0x1.37d8ba56d2a02p-29},
+    {-0x1.ec24723f59d5bp-34, -0x1.ec24723f59d5bp-34, -0x1.ec24723f59d5bp-34, -0x1.ec24723f59d5bp-34},
+    {0x1.59c40b141c09bp-38, 0x1.59c40b141c09bp-38, 0x1.59c40b141c09bp-38, 0x1.59c40b141c09bp-38},
+    {-0x1.a321c2daa844cp-43, -0x1.a321c2daa844cp-43, -0x1.a321c2daa844cp-43, -0x1.a321c2daa844cp-43},
+    {0x1.97253f5ef449ap-48, 0x1.97253f5ef449ap-48, 0x1.97253f5ef449ap-48, 0x1.97253f5ef449ap-48},
+    {-0x1.12f953757a521p-53, -0x1.12f953757a521p-53, -0x1.12f953757a521p-53, -0x1.12f953757a521p-53},
+    {0x1.7839eb1f4eb93p-60, 0x1.7839eb1f4eb93p-60, 0x1.7839eb1f4eb93p-60, 0x1.7839eb1f4eb93p-60},
+};
+
+/* the polynomial form on 4 lanes; *out: a lane mask of |x| > 3 or NaN,
+ * where the erfcx form must be used instead */
+static inline __m256d act_gelu_f32_poly_pd(__m256d x, int *out)
+{
+#define GC(k) _mm256_load_pd(act_gelu_c32[k])
+    const __m256d v = _mm256_mul_pd(x, x);
+    const __m256d v2 = _mm256_mul_pd(v, v), v4 = _mm256_mul_pd(v2, v2);
+    const __m256d v8 = _mm256_mul_pd(v4, v4);
+    /* Estrin: pairs, then v^2, v^4, v^8 */
+    const __m256d e0 = _mm256_fmadd_pd(GC(1), v, GC(0)), e2 = _mm256_fmadd_pd(GC(3), v, GC(2));
+    const __m256d e4 = _mm256_fmadd_pd(GC(5), v, GC(4)), e6 = _mm256_fmadd_pd(GC(7), v, GC(6));
+    const __m256d e8 = _mm256_fmadd_pd(GC(9), v, GC(8)), e10 = _mm256_fmadd_pd(GC(11), v, GC(10));
+    const __m256d e12 = _mm256_fmadd_pd(GC(13), v, GC(12));
+    const __m256d f0 = _mm256_fmadd_pd(e2, v2, e0), f4 = _mm256_fmadd_pd(e6, v2, e4);
+    const __m256d f8 = _mm256_fmadd_pd(e10, v2, e8);
+    const __m256d f12 = _mm256_fmadd_pd(GC(14), v2, e12);
+    const __m256d h0 = _mm256_fmadd_pd(f4, v4, f0), h8 = _mm256_fmadd_pd(f12, v4, f8);
+    const __m256d g = _mm256_fmadd_pd(h8, v8, h0);
+#undef GC
+    *out = _mm256_movemask_pd(_mm256_cmp_pd(v, ACT_K(9.0), _CMP_NLE_UQ));
+    return _mm256_mul_pd(x, _mm256_fmadd_pd(x, g, ACT_K(0.5)));   /* x (1/2 + x g): -0 -> -0 */
+}
+
+/* float32 gelu: each element by the polynomial form if |x| <= 3, else by
+ * the erfcx form (NaN, inf included), chosen by its own value only (never
+ * by its neighbours': results do not depend on position). Per block of
+ * ACT_GELU_BLOCK elements: one pass of the polynomial form over all of
+ * them, noting the others (and their inputs: y may be x), then the erfcx
+ * form on those, packed 4 to a vector. */
+/* left-packing controls by lane mask: the 32-bit elements of the flagged
+ * double lanes (vpermps), the flagged int32 lanes (vpermilps), in order */
+static const int32_t act_pack_pd[16][8] __attribute__((aligned(32))) = {
+    {0, 1, 0, 1, 0, 1, 0, 1},
+    {0, 1, 0, 1, 0, 1, 0, 1},
+    {2, 3, 0, 1, 0, 1, 0, 1},
+    {0, 1, 2, 3, 0, 1, 0, 1},
+    {4, 5, 0, 1, 0, 1, 0, 1},
+    {0, 1, 4, 5, 0, 1, 0, 1},
+    {2, 3, 4, 5, 0, 1, 0, 1},
+    {0, 1, 2, 3, 4, 5, 0, 1},
+    {6, 7, 0, 1, 0, 1, 0, 1},
+    {0, 1, 6, 7, 0, 1, 0, 1},
+    {2, 3, 6, 7, 0, 1, 0, 1},
+    {0, 1, 2, 3, 6, 7, 0, 1},
+    {4, 5, 6, 7, 0, 1, 0, 1},
+    {0, 1, 4, 5, 6, 7, 0, 1},
+    {2, 3, 4, 5, 6, 7, 0, 1},
+    {0, 1, 2, 3, 4, 5, 6, 7}};
+static const int32_t act_pack_i[16][4] __attribute__((aligned(16))) = {
+    {0, 0, 0, 0},
+    {0, 0, 0, 0},
+    {1, 0, 0, 0},
+    {0, 1, 0, 0},
+    {2, 0, 0, 0},
+    {0, 2, 0, 0},
+    {1, 2, 0, 0},
+    {0, 1, 2, 0},
+    {3, 0, 0, 0},
+    {0, 3, 0, 0},
+    {1, 3, 0, 0},
+    {0, 1, 3, 0},
+    {2, 3, 0, 0},
+    {0, 2, 3, 0},
+    {1, 2, 3, 0},
+    {0, 1, 2, 3}};
+
+#define ACT_GELU_BLOCK 512
+static void act_gelu_f32(float *y, const float *x, int64_t n)
+{
+    int32_t idx[ACT_GELU_BLOCK + 4];
+    double xs[ACT_GELU_BLOCK + 4] __attribute__((aligned(32)));
+    for (int64_t b = 0; b < n; b += ACT_GELU_BLOCK) {
+        const int64_t nb = cattn_min64(ACT_GELU_BLOCK, n - b);
+        int cnt = 0, out;
+        int64_t i = 0;
+        for (; i + 4 <= nb; i += 4) {
+            const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + b + i));
+            const __m256d r = act_gelu_f32_poly_pd(v, &out);
+            {               /* branch-free: the flagged lanes packed to the front */
+                const __m256i pd = _mm256_load_si256((const __m256i *)act_pack_pd[out]);
+                const __m128i pi = _mm_load_si128((const __m128i *)act_pack_i[out]);
+                _mm256_storeu_pd(xs + cnt, _mm256_castps_pd(
+                    _mm256_permutevar8x32_ps(_mm256_castpd_ps(v), pd)));
+                _mm_storeu_si128((__m128i *)(idx + cnt), _mm_castps_si128(_mm_permutevar_ps(
+                    _mm_castsi128_ps(_mm_add_epi32(_mm_set1_epi32((int)i),
+                                                   _mm_setr_epi32(0, 1, 2, 3))), pi)));
+                cnt += __builtin_popcount((unsigned)out);
+            }
+            _mm_storeu_ps(y + b + i, _mm256_cvtpd_ps(r));
+        }
+        if (i < nb) {                                            /* tail: < 4 */
+            float buf[4] __attribute__((aligned(16))) = {0};
+            memcpy(buf, x + b + i, sizeof(float) * (size_t)(nb - i));
+            const __m256d v = _mm256_cvtps_pd(_mm_load_ps(buf));
+            const __m256d r = act_gelu_f32_poly_pd(v, &out);
+            double t[4] __attribute__((aligned(32)));
+            _mm256_store_pd(t, v);
+            for (int l = 0; l < (int)(nb - i); l++)
+                if (out >> l & 1) { idx[cnt] = (int32_t)(i + l); xs[cnt++] = t[l]; }
+            _mm_store_ps(buf, _mm256_cvtpd_ps(r));
+            memcpy(y + b + i, buf, sizeof(float) * (size_t)(nb - i));
+        }
+        for (int j = cnt; j < cnt + 4; j++) xs[j] = 0.0;       /* pad the last vector */
+        for (int j = 0; j < cnt; j += 4) {
+            float r[4] __attribute__((aligned(16)));
+            _mm_store_ps(r, _mm256_cvtpd_ps(act_gelu_f32_full_pd(_mm256_load_pd(xs + j))));
+            for (int l = 0; l < 4 && j + l < cnt; l++) y[b + idx[j + l]] = r[l];
+        }
+    }
 }
 
 static inline __m256d act_xsigmoid_f32_pd(__m256d xn, __m256d z)
@@ -283,7 +421,7 @@ void cattn_act_avx2_f32(float *y, const float *x, int64_t n, int act)
 {
     switch (act) {
     case CATTN_ACT_RELU: ACT_LOOP_PS(act_relu_ps); break;
-    case CATTN_ACT_GELU: ACT_LOOP_PS_VIA_PD(act_gelu_f32_pd); break;
+    case CATTN_ACT_GELU: act_gelu_f32(y, x, n); break;
     case CATTN_ACT_GELU_TANH: ACT_LOOP_PS_VIA_PD(act_gelu_tanh_f32_pd); break;
     case CATTN_ACT_SILU: ACT_LOOP_PS_VIA_PD(act_silu_f32_pd); break;
     default: if (y != x) memmove(y, x, sizeof(float) * (size_t)n); break;
