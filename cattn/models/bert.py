@@ -219,6 +219,18 @@ class BertModel(nn.Module):
             x += self.position_embeddings(positions)
         return self.norm(x, out=x)
 
+    def _embed_valid(self, input_ids, token_type_ids, positions):
+        """embed() for ids already checked by _run (flat (T,) ids and
+        positions): the same gathers and sums, without the Embedding
+        modules' checks."""
+        x = self.word_embeddings.weight[input_ids]               # a copy
+        if token_type_ids is None:
+            x += self.token_type_embeddings.weight[0]
+        else:
+            x += self.token_type_embeddings.weight[token_type_ids]
+        x += self.position_embeddings.weight[positions]
+        return self.norm(x, out=x)
+
     def forward(self, input_ids, attention_mask=None, token_type_ids=None,
                 output_attentions=False):
         """input_ids (B, L) ints; attention_mask (B, L), 1/True = real token,
@@ -277,10 +289,13 @@ class BertModel(nn.Module):
         if B == 0 or L == 0:
             atts = [np.zeros((B, H, L, L), self.dtype) for _ in range(n_layers)]
             return np.zeros((0, E), self.dtype), tokens, atts if output_attentions else None
-        positions = np.tile(np.arange(L), B) if tokens.rows is None else tokens.rows % L
-        x = self.embed(tokens.pack(input_ids),
-                       None if token_type_ids is None else tokens.pack(token_type_ids),
-                       positions)
+        if tokens.rows is not None:
+            positions = tokens.rows % L
+        else:
+            positions = np.arange(L) if B == 1 else np.tile(np.arange(L), B)
+        x = self._embed_valid(tokens.pack(input_ids),
+                              None if token_type_ids is None else tokens.pack(token_type_ids),
+                              positions)
         if self.encoder is None:
             return x, tokens, [] if output_attentions else None
         x, atts = self.encoder.forward_tokens(x, tokens, need_weights=output_attentions)

@@ -180,8 +180,13 @@ class SentenceEncoder:
         order = np.argsort(-lengths, kind="stable")         # longest first
         if show_progress_bar is None:
             show_progress_bar = N > 256 and _isatty(sys.stderr)
+        if N == 1:        # one sentence: no sorting, no padding (the batch path's bits)
+            ids = np.array(encodings[0].ids, dtype=np.int64)[None]
+            x, _, _ = self.model.forward_tokens(ids)                # (T, E)
+            out[:] = _mean_pool(x, np.array([ids.shape[1]], dtype=np.int64))
+            show_progress_bar = False
         with ProgressBar(N, "Encoding", enabled=show_progress_bar) as bar:
-            for start in range(0, N, batch_size):
+            for start in range(0, N if N > 1 else 0, batch_size):
                 idx = order[start:start + batch_size]
                 ids, mask = self._pad([encodings[i] for i in idx])
                 x, _, _ = self.model.forward_tokens(ids, mask)  # (T, E) real tokens only
@@ -234,6 +239,10 @@ def _mean_pool(x, lengths):
     """Mean over each sequence's real tokens: x (T, E) holds the tokens of
     sequence 0, then 1, ... (lengths (B,), sum T) -> (B, E)."""
     B, E = len(lengths), x.shape[-1]
+    if B and lengths.all():                     # no empty sequence: fewer calls
+        starts = np.zeros(B, np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        return np.add.reduceat(x, starts, axis=0) / lengths[:, None].astype(x.dtype)
     out = np.zeros((B, E), x.dtype)
     nz = lengths > 0
     if nz.any():
