@@ -138,6 +138,9 @@ def _check_stack(owner, n, layer):
 
 # True while skip_init builds a module: parameters are allocated, not drawn
 _SKIP_INIT = contextvars.ContextVar("cattn_nn_skip_init", default=False)
+# counts attribute assignments on every Module (parameters, sub-modules,
+# settings): nn_fastpath rebuilds its cached kernel calls when it moved
+_MUTATIONS = [0]
 
 
 def skip_init(module_cls, *args, **kwargs):
@@ -263,10 +266,12 @@ class Module:
 
     def register_parameter(self, name, value):
         """Add a parameter (an ndarray, or None for an absent bias)."""
+        _MUTATIONS[0] += 1
         self._parameters[name] = value
         self.__dict__[name] = value  # mirrored for fast attribute lookup
 
     def __setattr__(self, name, value):
+        _MUTATIONS[0] += 1
         params = self.__dict__.get("_parameters")
         if isinstance(value, Module):
             self._modules[name] = value

@@ -24,9 +24,12 @@ Per layer, post-LN (norm_first=False):
     y   = LN2(a + act(a W_1^T + b_1) W_2^T + b_2) (T, E)
 pre-LN (norm_first=True): a = x + SA(LN1(x)); y = a + FF(LN2(a)).
 """
+import weakref
+
 import numpy as np
 
 from . import _ext
+from . import nn as _nn
 from ._threads import get_num_threads
 from .ops.attention import _fast_plan
 from .nn import LayerNorm, Linear, MultiheadAttention, TransformerEncoderLayer
@@ -35,6 +38,9 @@ from .ops.packed import PackedWeight
 
 _ACT = _ext.ACT_CODES
 _plans = {}          # (b, n, E, H, dtype, causal) -> the fused attention plan of a run
+# a stack's layer programs (or None: not of the standard form), valid while
+# no Module attribute was assigned since (nn._MUTATIONS) for that E, dtype
+_programs = weakref.WeakKeyDictionary()
 
 
 def _weight_call(W, b, N, K, dt):
@@ -141,12 +147,16 @@ def encoder_tokens(layers, x, lengths, is_causal):
     dt = x.dtype
     if T == 0 or int(lengths.sum()) != T:
         return None
-    progs = []
-    for layer in layers:
-        p = _layer_program(layer, E, dt)
-        if p is None:
-            return None
-        progs.append(p)
+    key = (_nn._MUTATIONS[0], E, dt)
+    cached = _programs.get(layers)
+    if cached is not None and cached[0] == key:
+        progs = cached[1]
+    else:
+        progs = [_layer_program(layer, E, dt) for layer in layers]
+        progs = None if any(p is None for p in progs) else progs
+        _programs[layers] = (key, progs)
+    if progs is None:
+        return None
     H = progs[0][7]
     if E % H or any(p[7] != H for p in progs):
         return None

@@ -445,6 +445,22 @@ def test_changes_seen_by_the_next_call(monkeypatch, spy, fmt):
         changed("linear2.weight in place")
 
 
+def test_deep_copy_has_its_own_program(monkeypatch, spy):
+    # the fast path caches each stack's kernel calls (nn_fastpath._programs):
+    # a deep copy changed in place (no attribute assigned) must not run the
+    # original's weights
+    import copy
+    enc = _encoder(fmt="plain")
+    pad = _pad_mask([4, 6, 6, 2])
+    src, tokens, x = _batch(pad, 20, F32)
+    before = _rows(enc, x, tokens)
+    twin = copy.deepcopy(enc)
+    twin.layers[0].linear1.weight *= 0.5
+    got = _check(monkeypatch, spy, lambda: _rows(twin, x, tokens), what="deep copy")
+    assert not np.array_equal(got, before)
+    _same_bits(_rows(enc, x, tokens), before, "the original, after its copy ran")
+
+
 # ---- all-MiniLM-L6-v2 ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
