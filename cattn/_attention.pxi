@@ -40,17 +40,11 @@ cdef extern from "cattn.h" nogil:
 MASK_KINDS = {"none": 0, "bool": 1, "additive": 2}
 
 
-def attention(object plan, cnp.ndarray O, cnp.ndarray Q, cnp.ndarray K, cnp.ndarray V,
-              object mask, int n_threads):
-    """Fused attention described by `plan` (an AttentionPlan: offsets,
-    strides, sizes, scale, causal, shift, mask kind).
-    O (OUT): (..., Hq, L, Ev) outputs, or (..., Hq, L, S) probabilities when
-    plan.weights; Q (..., Hq, L, E), K (..., H, S, E), V (..., H, S, Ev)
-    (IN; V is ignored with plan.weights); mask (IN): None or the (..., Hq,
-    L, S) view (uint8 bytes for bool masks). Each array's data pointer is
-    element (0, ..., 0); plan.off* locate each unit's (sub)matrices."""
-    cdef cattn_attn_args a
-    cdef int st
+cdef int _attn_args(cattn_attn_args *a, object plan, cnp.ndarray O, cnp.ndarray Q,
+                    cnp.ndarray K, cnp.ndarray V, object mask) except -1:
+    """Fill *a from plan and the arrays; returns 0, or 1 when there is
+    nothing to compute. a's offset pointers point into plan's arrays: plan
+    must outlive every use of *a."""
     cdef const int64_t[::1] offo = plan.offo
     cdef const int64_t[::1] offq = plan.offq
     cdef const int64_t[::1] offk = plan.offk
@@ -59,7 +53,7 @@ def attention(object plan, cnp.ndarray O, cnp.ndarray Q, cnp.ndarray K, cnp.ndar
     a.nkv = plan.nkv
     a.group = plan.group
     if a.nkv * a.group == 0:
-        return
+        return 1
     if plan.weights:
         a.O = NULL
         a.W = cnp.PyArray_DATA(O)
@@ -93,6 +87,22 @@ def attention(object plan, cnp.ndarray O, cnp.ndarray Q, cnp.ndarray K, cnp.ndar
     a.scale = plan.scale
     a.causal = 1 if plan.causal else 0
     a.shift = plan.shift
+    return 0
+
+
+def attention(object plan, cnp.ndarray O, cnp.ndarray Q, cnp.ndarray K, cnp.ndarray V,
+              object mask, int n_threads):
+    """Fused attention described by `plan` (an AttentionPlan: offsets,
+    strides, sizes, scale, causal, shift, mask kind).
+    O (OUT): (..., Hq, L, Ev) outputs, or (..., Hq, L, S) probabilities when
+    plan.weights; Q (..., Hq, L, E), K (..., H, S, E), V (..., H, S, Ev)
+    (IN; V is ignored with plan.weights); mask (IN): None or the (..., Hq,
+    L, S) view (uint8 bytes for bool masks). Each array's data pointer is
+    element (0, ..., 0); plan.off* locate each unit's (sub)matrices."""
+    cdef cattn_attn_args a
+    cdef int st
+    if _attn_args(&a, plan, O, Q, K, V, mask):
+        return
     if Q.dtype.num == cnp.NPY_FLOAT32:
         with nogil:
             st = cattn_attention_f32(&a, n_threads)

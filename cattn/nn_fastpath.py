@@ -8,8 +8,12 @@ for), each layer runs as the same sequence of kernel calls as
 TransformerEncoderLayer.forward_tokens makes (the same arguments: same
 rows, weights, bias, activation, thread count), without the Python between
 them (argument checks already done once, views, plans): a MiniLM sentence
-spent ~0.5 ms of its ~2 ms there. Results are the same bits as the general
-path (tests/test_nn_fastpath.py checks it). What it is not: new kernels,
+spent ~0.5 ms of its ~2 ms there. A float32 stack with packed weights
+(what from_pretrained builds) runs the loop itself in C (_ext.encoder_f32,
+cattn/_encoder.pxi: the same calls, ~0.1 ms less per MiniLM sentence);
+the layer programs are built once per stack and reused while no Module
+attribute is assigned. Results are the same bits as the general path
+(tests/test_nn_fastpath.py checks it). What it is not: new kernels,
 or a second implementation of any layer: anything unusual (a cut packed
 in_proj, rotary embeddings, an attn_mask, odd parameter layouts) returns
 None and the caller takes the general path.
@@ -41,6 +45,9 @@ _plans = {}          # (b, n, E, H, dtype, causal) -> the fused attention plan o
 # a stack's layer programs (or None: not of the standard form), valid while
 # no Module attribute was assigned since (nn._MUTATIONS) for that E, dtype
 _programs = weakref.WeakKeyDictionary()
+# float32 stacks with packed weights run the loop in C (_ext.encoder_f32):
+# the same kernel calls; False runs them from Python (tests log the calls)
+_C_LOOP = True
 
 
 def _weight_call(W, b, N, K, dt):
@@ -90,6 +97,36 @@ def _norm_params(norm, E, dt):
             return None
     eps = float(norm.eps)
     return norm.weight, norm.bias, eps
+
+
+def _c_linear(W, b):
+    """(kind, data, scale, colsum, bias, N, K) of a float32 PackedWeight (or
+    a one-piece PackedRows) for _ext.encoder_f32, or None."""
+    if type(W) is PackedRows:
+        W = W.pieces[0] if len(W.pieces) == 1 else None
+    if type(W) is not PackedWeight or W.dtype != np.float32:
+        return None
+    kind = _ext.ENCODER_KINDS.get(W._format)
+    if kind is None:
+        return None
+    N, K = W._shape
+    if W._format == "int8":
+        return (kind, W._data, W._scale, W._colsum, b, N, K)
+    return (kind, W._data, None, None, b, N, K)
+
+
+def _c_layer(layer, prog):
+    """The layer as _ext.encoder_f32 takes it (float32, packed weights), or
+    None. prog: its checked program (_layer_program)."""
+    sa = layer.self_attn
+    lins = (_c_linear(sa.in_proj_weight, sa.in_proj_bias),
+            _c_linear(sa.out_proj.weight, sa.out_proj.bias),
+            _c_linear(layer.linear1.weight, layer.linear1.bias),
+            _c_linear(layer.linear2.weight, layer.linear2.bias))
+    if any(w is None for w in lins):
+        return None
+    (w1, b1, e1), (w2, b2, e2) = prog[4], prog[5]
+    return (*lins, w1, b1, e1, w2, b2, e2, prog[8], int(prog[9]))
 
 
 def _layer_program(layer, E, dt):
@@ -154,9 +191,15 @@ def encoder_tokens(layers, x, lengths, is_causal):
     else:
         progs = [_layer_program(layer, E, dt) for layer in layers]
         progs = None if any(p is None for p in progs) else progs
-        _programs[layers] = (key, progs)
+        clayers = None
+        if progs is not None and dt == np.float32:
+            clayers = [_c_layer(layer, p) for layer, p in zip(layers, progs)]
+            clayers = None if any(c is None for c in clayers) else clayers
+        _programs[layers] = (key, progs, clayers)
+        cached = _programs[layers]
     if progs is None:
         return None
+    clayers = cached[2]
     H = progs[0][7]
     if E % H or any(p[7] != H for p in progs):
         return None
@@ -180,6 +223,15 @@ def encoder_tokens(layers, x, lengths, is_causal):
         if plan is None:
             return None
         attn.append((plan, rows))
+    if clayers is not None and _C_LOOP:     # float32, packed weights: the loop in one C call
+        Fs = {p[6] for p in progs}
+        if len(Fs) == 1:
+            A, Y = np.empty((T, E), dt), np.empty((T, E), dt)
+            H = np.empty((T, E), dt) if any(p[9] for p in progs) else None
+            f = np.empty((T, Fs.pop()), dt)
+            _ext.encoder_f32(clayers, x, qkv, ctx, A, Y, H, f,
+                             [(plan, rows.start, rows) for plan, rows in attn], none, nt)
+            return Y
     # buffers reused by every layer (fresh large arrays cost page faults):
     # a (the attention block's sum) in A, the layer's output y in Y, which
     # may be the previous layer's output x (dead once a = x + SA(...) is

@@ -392,6 +392,11 @@ def test_threads_and_kernel_calls(monkeypatch, spy, norm_first, fmt):
     pad = _pad_mask([40, 40, 40, 17, 60, 3])             # 200 rows, attention units to share
     src, tokens, x = _batch(pad, 32, F32)
     run = lambda: _rows(enc, x, tokens, is_causal=True)      # noqa: E731
+    c_loop = _rows(enc, x, tokens, is_causal=True)
+    # the same kernel calls, issued from Python where the log sees them
+    # (packed float32 weights run the same loop in C, _ext.encoder_f32:
+    # its bits must be these)
+    monkeypatch.setattr(nn_fastpath, "_C_LOOP", False)
     log = _log_kernels(monkeypatch)
     results = {}
     for nt in (1, 2):
@@ -404,6 +409,27 @@ def test_threads_and_kernel_calls(monkeypatch, spy, norm_first, fmt):
         assert fast == log.calls, f"{nt} threads: other kernel calls"
         assert {c[2] for c in fast} == {nt}
     _same_bits(results[2], results[1], "2 threads vs 1")
+    _same_bits(c_loop, results[1], "the C loop vs the Python loop")
+
+
+@pytest.mark.parametrize("fmt", ["packed", "bfloat16", "int8"])
+def test_c_loop_takes_packed_float32_stacks(monkeypatch, spy, fmt):
+    # packed float32 weights: the whole stack in one _ext.encoder_f32 call,
+    # with the thread count of the call (the kernels inside as logged above)
+    enc = _encoder(fmt=fmt, final_norm=True)
+    pad = _pad_mask([5, 5, 2, 7, 7])
+    src, tokens, x = _batch(pad, 20, F32)
+    seen = []
+    real = nn_fastpath._ext.encoder_f32
+
+    def logged(*args):
+        seen.append(args[-1])
+        return real(*args)
+    monkeypatch.setattr(nn_fastpath._ext, "encoder_f32", logged)
+    for nt in (1, 2):
+        with cattn.num_threads(nt):
+            _check(monkeypatch, spy, lambda: _rows(enc, x, tokens), what=f"C loop, {nt}")
+    assert seen == [1, 2]
 
 
 # ---- changed weights are seen ------------------------------------------------------------------
