@@ -28,6 +28,7 @@ Per layer, post-LN (norm_first=False):
     y   = LN2(a + act(a W_1^T + b_1) W_2^T + b_2) (T, E)
 pre-LN (norm_first=True): a = x + SA(LN1(x)); y = a + FF(LN2(a)).
 """
+import threading
 import weakref
 
 import numpy as np
@@ -45,6 +46,25 @@ _plans = {}          # (b, n, E, H, dtype, causal) -> the fused attention plan o
 # a stack's layer programs (or None: not of the standard form), valid while
 # no Module attribute was assigned since (nn._MUTATIONS) for that E, dtype
 _programs = weakref.WeakKeyDictionary()
+# scratch arrays kept per Python thread for the next call of the same shapes
+# (fresh large arrays cost page faults and zeroing): at most _KEEP_BYTES
+_scratch = threading.local()
+_KEEP_BYTES = 64 << 20
+
+
+def _buffers(shapes, dt):
+    """Scratch arrays of these shapes (never returned to the caller): this
+    thread's from its previous call when the shapes match, else new."""
+    key = (tuple(shapes), dt.str)
+    kept = getattr(_scratch, "kept", None)
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    bufs = [np.empty(sh, dt) for sh in shapes]
+    if sum(b.nbytes for b in bufs) <= _KEEP_BYTES:
+        _scratch.kept = (key, bufs)
+    return bufs
+
+
 # float32 stacks with packed weights run the loop in C (_ext.encoder_f32):
 # the same kernel calls; False runs them from Python (tests log the calls)
 _C_LOOP = True
@@ -213,8 +233,11 @@ def encoder_tokens(layers, x, lengths, is_causal):
         start += b * n
     causal = is_causal is True
     nt = get_num_threads()
-    qkv = np.empty((T, 3 * E), dt)
-    ctx = np.empty((T, E), dt)
+    pre = any(p[9] for p in progs)
+    Fs = {p[6] for p in progs}
+    F0 = max(Fs)
+    qkv, ctx, A, f, Hb = _buffers([(T, 3 * E), (T, E), (T, E), (T, F0),
+                                   (T, E) if pre else (0,)], dt)
     none = _ACT["none"]
     attn = []
     for r0, b, n in runs:
@@ -223,20 +246,16 @@ def encoder_tokens(layers, x, lengths, is_causal):
         if plan is None:
             return None
         attn.append((plan, rows))
-    if clayers is not None and _C_LOOP:     # float32, packed weights: the loop in one C call
-        Fs = {p[6] for p in progs}
-        if len(Fs) == 1:
-            A, Y = np.empty((T, E), dt), np.empty((T, E), dt)
-            H = np.empty((T, E), dt) if any(p[9] for p in progs) else None
-            f = np.empty((T, Fs.pop()), dt)
-            _ext.encoder_f32(clayers, x, qkv, ctx, A, Y, H, f,
-                             [(plan, rows.start, rows) for plan, rows in attn], none, nt)
-            return Y
+    if clayers is not None and _C_LOOP and len(Fs) == 1:   # the loop in one C call
+        Y = np.empty((T, E), dt)                              # the result: a new array
+        _ext.encoder_f32(clayers, x, qkv, ctx, A, Y, Hb if pre else None, f,
+                         [(plan, rows.start, rows) for plan, rows in attn], none, nt)
+        return Y
     # buffers reused by every layer (fresh large arrays cost page faults):
     # a (the attention block's sum) in A, the layer's output y in Y, which
     # may be the previous layer's output x (dead once a = x + SA(...) is
     # formed) but never the caller's x
-    A, Y, Hn, fs = np.empty((T, E), dt), None, None, {}
+    Y, Hn, fs = None, (Hb if pre else None), {F0: f}
     for in_proj, out_proj, lin1, lin2, (w1, b1, e1), (w2, b2, e2), F, _, act, pre in progs:
         if pre:
             if Hn is None:

@@ -471,6 +471,22 @@ def test_changes_seen_by_the_next_call(monkeypatch, spy, fmt):
         changed("linear2.weight in place")
 
 
+@pytest.mark.parametrize("fmt", ["plain", "int8"])
+def test_results_do_not_share_the_kept_scratch(fmt):
+    # the fast path keeps its scratch arrays per thread for the next call:
+    # a result must stay as it was after later calls of the same shapes
+    enc = _encoder(fmt=fmt)
+    pad = _pad_mask([4, 6, 6, 2])
+    _, tokens, x = _batch(pad, 20, F32)
+    _, _, x2 = _batch(pad, 20, F32, seed=3)
+    first = _rows(enc, x, tokens)
+    keep = first.copy()
+    second = _rows(enc, x2, tokens)
+    assert not np.shares_memory(first, second)
+    _same_bits(first, keep, "the first result after a second call")
+    _same_bits(_rows(enc, x, tokens), keep, "the first input again")
+
+
 def test_deep_copy_has_its_own_program(monkeypatch, spy):
     # the fast path caches each stack's kernel calls (nn_fastpath._programs):
     # a deep copy changed in place (no attribute assigned) must not run the
