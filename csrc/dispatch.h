@@ -75,10 +75,13 @@ typedef void (*cattn_pack_t16_f32_t)(float *dst, const float *src, int64_t ld, i
  * FMA), int32 -> float to nearest. a: a packed A panel, (k2, MR) uint32
  * pairs of u8 values (lo = bits 0-15, hi = bits 16-31); b: a packed weight
  * panel (int8, cattn.h states the layout); za, sa: the m rows'; colsum, sw:
- * the panel's 16 columns. */
+ * the panel's 16 columns. Then c += bias[j] when bias is not NULL (16
+ * values) and c = act(c) (CATTN_ACT_*), each element as this path's
+ * activation kernel computes it: the epilogue of the int8 linear. */
 typedef void (*cattn_ukr_i8_t)(int64_t k2, const uint32_t *a, int m, const int8_t *b,
                                const int32_t *za, const float *sa, const int32_t *colsum,
-                               const float *sw, float *c, int64_t ldc);
+                               const float *sw, const float *bias, int act, float *c,
+                               int64_t ldc);
 
 /* int8 row quantization of one contiguous row x[0:K] (NULL: the driver's
  * portable loop), cattn.h's formula (cattn_quantize_rows) bit for bit:

@@ -9,9 +9,9 @@
  *
  * Loops: quantize + pack A (all rows, pairs of k per 32-bit word) ->
  * tasks of QMC rows x QNC columns (dynamic) -> per MR-row panel: the
- * micro-kernel on each 16-column panel over the whole K, the epilogue
- * (zero point, scales, bias) into a row buffer, then the activation and
- * the store. Legend: M rows, N outputs, K inputs, k2 = ceil(K/2).
+ * micro-kernel on each 16-column panel over the whole K with the whole
+ * epilogue (zero point, scales, bias, activation) in registers, stored
+ * into C (or a row buffer for partial panels and strided C). Legend: M rows, N outputs, K inputs, k2 = ceil(K/2).
  */
 #include <math.h>
 #include <string.h>
@@ -116,48 +116,40 @@ typedef struct {
 } qgemm_args;
 
 /* rows [r0, r0+mr) (one MR-row panel) x columns [c0, c0+nc): the
- * micro-kernel (sums and dequantization) per 16-column panel, straight into
- * C when its rows are contiguous and the panel is whole, else into buf
- * (mr x QNC); then bias and activation over each row's nc values in place,
- * and buf's store */
+ * micro-kernel (sums, dequantization, bias and activation) per 16-column
+ * panel, straight into C when its rows are contiguous and the panel is
+ * whole, else into buf (mr x QNC) and then into C. The bias of a panel past
+ * N is read from a zero-padded copy. */
 static void qgemm_panel(const qgemm_args *g, int64_t r0, int mr, int64_t c0, int64_t nc,
                         float *buf)
 {
     const uint32_t *a = g->A + (r0 / QMR) * QMR * g->k2;
-    float *C0 = g->C + r0 * g->rsc + c0 * g->csc;
-    const int direct = g->csc == 1;
+    const int64_t rsc = g->rsc, csc = g->csc;
+    float *C0 = g->C + r0 * rsc + c0 * csc;
+    const int direct = csc == 1;
+    float bpad[QNR];
     for (int64_t jl = 0; jl < nc; jl += QNR) {
         const int64_t c = c0 + jl;
         const int whole = direct && jl + QNR <= nc;
+        const float *bias = NULL;
+        if (g->bias && c + QNR <= g->N) {
+            bias = g->bias + c;
+        } else if (g->bias) {
+            for (int j = 0; j < QNR; j++) bpad[j] = c + j < g->N ? g->bias[c + j] : 0.0f;
+            bias = bpad;
+        }
         cattn_kt.ukr_i8(g->k2, a, mr, g->P + (c / QNR) * g->k2 * 2 * QNR, g->za + r0,
-                        g->sa + r0, g->colsum + c, g->sw + c,
-                        whole ? C0 + jl : buf + jl, whole ? g->rsc : CATTN_QGEMM_NC);
+                        g->sa + r0, g->colsum + c, g->sw + c, bias, g->act,
+                        whole ? C0 + jl : buf + jl, whole ? rsc : CATTN_QGEMM_NC);
     }
     const int64_t nbuf = direct ? nc % QNR : nc;      /* columns still in buf */
     const int64_t jb = nc - nbuf;
-    /* g's fields in locals: the stores below may alias them (no strict
-     * aliasing), which would keep the loops scalar */
-    const float *CATTN_RESTRICT bias = g->bias ? g->bias + c0 : NULL;
-    const int64_t rsc = g->rsc, csc = g->csc;
-    const int act = g->act;
-    for (int i = 0; i < mr; i++) {
-        float *CATTN_RESTRICT y = C0 + i * rsc;
-        if (nbuf) {
+    if (nbuf)
+        for (int i = 0; i < mr; i++) {
+            float *CATTN_RESTRICT y = C0 + i * rsc;
             const float *t = buf + i * CATTN_QGEMM_NC + jb;
             for (int64_t j = 0; j < nbuf; j++) y[(jb + j) * csc] = t[j];
         }
-        if (!direct) {                 /* strided C: bias and act in buf first */
-            float *CATTN_RESTRICT t = buf + i * CATTN_QGEMM_NC;
-            if (bias)
-                for (int64_t j = 0; j < nc; j++) t[j] += bias[j];
-            if (act != CATTN_ACT_NONE) cattn_kt.act_f32(t, t, nc, act);
-            for (int64_t j = 0; j < nc; j++) y[j * csc] = t[j];
-            continue;
-        }
-        if (bias)
-            for (int64_t j = 0; j < nc; j++) y[j] += bias[j];
-        if (act != CATTN_ACT_NONE) cattn_kt.act_f32(y, y, nc, act);
-    }
 }
 
 int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_t rsa,
@@ -240,7 +232,7 @@ int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M,
         const int mr = (int)cattn_min64(QMR, M - r);
         for (int64_t c = 0; c < N; c += QNR) {
             cattn_kt.ukr_i8(k2, Ap + r * k2, mr, P + (c / QNR) * k2 * 2 * QNR, zero, one,
-                            zero, one, tile, QNR);
+                            zero, one, NULL, CATTN_ACT_NONE, tile, QNR);
             for (int i = 0; i < mr; i++)
                 for (int64_t j = 0; j < cattn_min64(QNR, N - c); j++)
                     acc[(r + i) * N + c + j] = (int32_t)tile[i * QNR + j];
