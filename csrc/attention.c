@@ -20,7 +20,8 @@ static int attention_run(cattn_attn_args *g, const cattn_attn_kernels *k, size_t
     const int64_t rows = g->group * g->L;
     const int decode = !g->W && g->L <= CATTN_DECODE_MAX_ROWS;
     const int64_t nuq = g->nkv * g->group, nqb = cattn_cdiv(g->L, k->br);
-    cattn_attn_run run = {g, cattn_cdiv(g->S, k->bc), NULL, cattn_cdiv(g->S, CATTN_DECODE_CHUNK), NULL};
+    cattn_attn_run run = {g, cattn_cdiv(g->S, k->bc), NULL, NULL, cattn_cdiv(g->S, CATTN_DECODE_CHUNK),
+                          NULL};
     const int64_t ntask = decode ? g->nkv * run.nch : nuq * nqb;
     const double flops = 4.0 * (double)rows * g->nkv * g->S * (double)(g->E + g->Ev);
     const int nt = cattn_short_threads(
@@ -39,11 +40,18 @@ static int attention_run(cattn_attn_args *g, const cattn_attn_kernels *k, size_t
     }
     per = (size_t)cattn_round_up((int64_t)per, 16);
     const size_t part = decode ? (size_t)(g->nkv * run.nch * rows * (2 + g->Ev)) : 0;
-    const size_t flags = decode || g->W ? 0 : (size_t)(g->nkv * run.nblk);
-    char *buf = cattn_aligned_alloc(tsize * (per * (size_t)nt + part) + flags);
+    /* flash with outputs: V's blocks flagged first, and packed (vpk) when
+     * more than one task reads each (several q-blocks or query heads per
+     * kv head); a V block read once is read in place */
+    const int scan = !decode && !g->W;
+    const int pack = scan && nqb * g->group > 1;
+    const size_t vpk = pack ? (size_t)cattn_round_up(g->nkv * g->S * cattn_round_up(g->Ev, k->nr), 16) : 0;
+    const size_t flags = scan ? (size_t)(g->nkv * run.nblk) : 0;
+    char *buf = cattn_aligned_alloc(tsize * (per * (size_t)nt + part + vpk) + flags);
     if (!buf) return CATTN_ENOMEM;
     run.part = buf + tsize * per * (size_t)nt;
-    run.vflags = flags ? (uint8_t *)buf + tsize * (per * (size_t)nt + part) : NULL;
+    run.vpk = pack ? buf + tsize * (per * (size_t)nt + part) : NULL;
+    run.vflags = scan ? (uint8_t *)buf + tsize * (per * (size_t)nt + part + vpk) : NULL;
     (void)nt;                                   /* unused without OpenMP */
 
     cattn_region_t reg;

@@ -121,15 +121,18 @@ typedef struct {
     const cattn_attn_args *a;   /* the public arguments (cattn.h) */
     int64_t nblk;               /* kv blocks of bc keys */
     uint8_t *vflags;            /* (nkv, nblk): bit 0 non-finite V, bit 1 huge V */
+    void *vpk;                  /* V packed per kv block for P·V: unit u's block b at
+                                   (u S + b bc) round_up(Ev, nr), as [Ev/nr][n][nr] */
     int64_t nch;                /* decode: key chunks of CATTN_DECODE_CHUNK */
     void *part;                 /* decode: partials (nkv, nch, rows, 2 + Ev) */
 } cattn_attn_run;
 
 typedef struct {
     int64_t br, bc;             /* flash tile: queries per task, keys per block */
+    int64_t nr;                 /* column panel of the packed V (the micro-kernel's NR) */
     /* scratch of one flash task, in elements */
     size_t (*task_scratch)(const cattn_attn_args *a);
-    /* flags of kv block b of unit u into vflags */
+    /* flags of kv block b of unit u into vflags; the block packed into vpk */
     void (*scan_v)(const cattn_attn_run *r, int64_t u, int64_t b);
     /* query rows [qb*br, +br) of query head uq: O, or W when a->W is set */
     void (*flash_task)(const cattn_attn_run *r, int64_t uq, int64_t qb, void *work);

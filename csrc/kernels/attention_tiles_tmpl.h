@@ -96,12 +96,13 @@ static void FN(attn_mask_tile)(const cattn_attn_args *g, T *St, int64_t ldp, con
  *   Ot (brm x evp)  this block's P V (the micro-kernel's output)
  *   m, ts, corr, mu (ldp each)  running max, block sum, exp(m_old - m),
  *                   exp base (m, or 0 for a row with no finite score yet)
- *   ktail, vtail    zero-padded K rows / V columns at block edges
+ *   ktail, vtail    zero-padded K rows / V columns at block edges (vtail:
+ *                   V read in place, when the driver did not pack it)
  *   ld, Oa (double) running row sum l and normalized output (BR x Ev) */
 typedef struct {
     const cattn_attn_args *g;
     int64_t u, uq, i0, br, brp, brm, ldp, evp, s_end;
-    const T *K, *V;
+    const T *K, *V, *vpk;               /* vpk: unit u's packed V (attn_scan_v) */
     const void *mask;
     T *qp, *St, *Ot, *m, *ts, *corr, *mu, *ktail, *vtail;
     double *ld, *Oa;
@@ -126,8 +127,9 @@ static size_t FN(attn_task_scratch)(const cattn_attn_args *g)
 
 /* carve `work` (attn_task_scratch elements) and pack Q^T for rows
  * [qb*BR, +br) of query head uq; m = -inf, l = 0 */
-static FN(attn_task) FN(attn_task_init)(const cattn_attn_args *g, int64_t uq, int64_t qb, T *work)
+static FN(attn_task) FN(attn_task_init)(const cattn_attn_run *run, int64_t uq, int64_t qb, T *work)
 {
+    const cattn_attn_args *g = run->a;
     FN(attn_task) t;
     t.g = g;
     t.uq = uq;
@@ -142,6 +144,7 @@ static FN(attn_task) FN(attn_task_init)(const cattn_attn_args *g, int64_t uq, in
     if (g->causal) t.s_end = cattn_max64(0, cattn_min64(g->S, t.i0 + t.br + g->shift));
     t.K = (const T *)g->K + g->offk[t.u];
     t.V = (const T *)g->V + g->offv[t.u];
+    t.vpk = run->vpk ? (const T *)run->vpk + t.u * g->S * t.evp : NULL;   /* NULL: V in place */
     t.mask = NULL;
     if (g->mkind == 1) t.mask = (const uint8_t *)g->mask + g->offm[uq];
     else if (g->mkind == 2) t.mask = (const T *)g->mask + g->offm[uq];
@@ -210,13 +213,19 @@ static void FN(attn_online_step)(T *St, int64_t ldp, int64_t bc, int64_t brp,
 }
 
 /* Ot[i][:] = sum_s Pt[s][i] V[s0+s][:] for i < brm (rows br..brm of Pt are 0).
+ * B operand: V's block from its packed copy vpb when the driver packed it
+ * (attn_scan_v: NR-column panels of the block's min(BC, S - s0) rows, of
+ * which a causal task may use fewer), read contiguously; else V in place
+ * (vpb NULL; a column tail through vtail). In place, V's rows are a
+ * power-of-two number of bytes apart and a panel of BC rows maps onto a
+ * quarter of the L1 sets: it misses on every pass. Same bits either way.
  * careful: V holds NaN/inf in this block, so only keys with P > 0 are read. */
 static void FN(attn_pv)(const cattn_attn_args *g, T *Ot, int64_t evp, const T *St, int64_t ldp,
-                        const T *V, int64_t s0, int64_t bc, int64_t br, int64_t brm,
-                        int careful, T *vtail)
+                        const T *V, const T *vpb, int64_t s0, int64_t bc, int64_t br,
+                        int64_t brm, int careful, T *vtail)
 {
-    const int64_t Ev = g->Ev;
-    const T *Vb = V + s0 * g->rsv;
+    const int64_t Ev = g->Ev, rsv = g->rsv;
+    const T *Vb = V + s0 * rsv;
     if (careful) {
         for (int64_t i = 0; i < br; i++) {
             T *o = Ot + i * evp;
@@ -224,19 +233,20 @@ static void FN(attn_pv)(const cattn_attn_args *g, T *Ot, int64_t evp, const T *S
             for (int64_t s = 0; s < bc; s++) {
                 const T p = St[s * ldp + i];
                 if (p == (T)0) continue;
-                const T *vs = Vb + s * g->rsv;
+                const T *vs = Vb + s * rsv;
                 for (int64_t j = 0; j < Ev; j++) o[j] += p * vs[j];
             }
         }
         return;
     }
+    const int64_t nb = cattn_min64(BC, g->S - s0);
     for (int64_t jv = 0; jv < evp; jv += NR) {
-        const T *b = Vb + jv;
-        int64_t ldb = g->rsv;
-        if (jv + NR > Ev) {                                  /* tail columns */
+        const T *b = vpb ? vpb + jv * nb : Vb + jv;
+        int64_t ldb = vpb ? NR : rsv;
+        if (!vpb && jv + NR > Ev) {                          /* tail columns */
             for (int64_t s = 0; s < bc; s++)
                 for (int64_t j = 0; j < NR; j++)
-                    vtail[s * NR + j] = jv + j < Ev ? Vb[s * g->rsv + jv + j] : (T)0;
+                    vtail[s * NR + j] = jv + j < Ev ? Vb[s * rsv + jv + j] : (T)0;
             b = vtail;
             ldb = NR;
         }
@@ -288,7 +298,8 @@ static void FN(attn_output_rows)(FN(attn_task) *t, const cattn_attn_run *run)
             }
         for (int64_t s = 0; s < bc; s++)                       /* padded PV rows */
             for (int64_t i = t->brp; i < t->brm; i++) St[s * ldp + i] = 0;
-        FN(attn_pv)(g, t->Ot, t->evp, St, ldp, t->V, s0, bc, t->br, t->brm, flag & 1, t->vtail);
+        FN(attn_pv)(g, t->Ot, t->evp, St, ldp, t->V, t->vpk ? t->vpk + s0 * t->evp : NULL, s0, bc,
+                    t->br, t->brm, flag & 1, t->vtail);
         if (one_block) break;
         for (int64_t i = 0; i < t->br; i++) {
             const double lo = t->ld[i] * (double)t->corr[i], ln = lo + (double)t->ts[i];
@@ -373,7 +384,7 @@ static void FN(attn_weight_rows)(FN(attn_task) *t)
 /* One flash task: query rows [qb*BR, +BR) of query head uq */
 static void FN(attn_flash_task)(const cattn_attn_run *run, int64_t uq, int64_t qb, void *work)
 {
-    FN(attn_task) t = FN(attn_task_init)(run->a, uq, qb, (T *)work);
+    FN(attn_task) t = FN(attn_task_init)(run, uq, qb, (T *)work);
     if (run->a->W) FN(attn_weight_rows)(&t);
     else FN(attn_output_rows)(&t, run);
 }
@@ -473,7 +484,7 @@ static void FN(attn_decode_combine)(const cattn_attn_run *run, int64_t u, int64_
     for (int64_t j = 0; j < Ev; j++) O[j] = (T)acc[j];
 }
 
-/* Flag kv blocks (BC keys) of V: bit 0 = holds NaN/inf (the careful P·V),
+/* Flag kv blocks (BC keys) of V, and pack them when run->vpk is set: bit 0 = holds NaN/inf (the careful P·V),
  * bit 1 = holds |v| > T_MAX / (4 BC) (P is normalized before P·V, so the
  * block's sum of at most BC products cannot overflow). */
 static void FN(attn_scan_v)(const cattn_attn_run *run, int64_t u, int64_t b)
@@ -519,11 +530,23 @@ static void FN(attn_scan_v)(const cattn_attn_run *run, int64_t u, int64_t b)
         huge = umax > big_bits;
     }
     run->vflags[u * run->nblk + b] = (uint8_t)(nonfinite | (huge << 1));
+    /* pack: vp[jp][s][j] = V[b BC + s][jp NR + j] (0 past Ev), in place of
+     * the block in unit u's copy (moves values: P·V keeps its bits) */
+    if (!run->vpk) return;
+    const int64_t evp = cattn_round_up(Ev, NR);
+    T *CATTN_RESTRICT vp = (T *)run->vpk + (u * g->S + b * BC) * evp;
+    for (int64_t jv = 0; jv < evp; jv += NR, vp += n * NR) {
+        if (jv + NR <= Ev)
+            for (int64_t s = 0; s < n; s++) memcpy(vp + s * NR, V + s * rsv + jv, NR * sizeof(T));
+        else                                                /* tail columns: 0 */
+            for (int64_t s = 0; s < n; s++)
+                for (int64_t j = 0; j < NR; j++) vp[s * NR + j] = jv + j < Ev ? V[s * rsv + jv + j] : (T)0;
+    }
 }
 
 /* this ISA's entries for the dispatch table */
 const cattn_attn_kernels CATTN_CAT3(cattn_attn, PATH, SFX) = {
-    BR, BC, FN(attn_task_scratch), FN(attn_scan_v), FN(attn_flash_task),
+    BR, BC, NR, FN(attn_task_scratch), FN(attn_scan_v), FN(attn_flash_task),
     FN(attn_decode_task), FN(attn_decode_combine)};
 
 #undef pack_qt
