@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+from .. import _ext
 from .._validate import as_int
 from ._progress import ProgressBar
 from ._weights import check_weights, pack
@@ -171,6 +172,12 @@ class SentenceEncoder:
             raise ValueError(f"encode: batch_size must be a positive int, got {batch_size!r}")
         if normalize_embeddings is None:
             normalize_embeddings = self.normalize
+        if single:        # one sentence: its ids straight to the model (the batch path's bits)
+            ids = np.array(self.tokenizer.encode(sentences[0]).ids, dtype=np.int64)
+            one = getattr(self.model, "_hidden_one", None)
+            x = None if one is None else one(ids)                   # (T, E) or None
+            if x is not None:
+                return _pool(x, np.array([ids.shape[0]], np.int64), normalize_embeddings)[0]
         encodings = self._encode_tokens(sentences)
         N, E = len(encodings), self.embedding_dim
         out = np.empty((N, E), dtype=self.model.dtype)
@@ -183,18 +190,15 @@ class SentenceEncoder:
         if N == 1:        # one sentence: no sorting, no padding (the batch path's bits)
             ids = np.array(encodings[0].ids, dtype=np.int64)[None]
             x, _, _ = self.model.forward_tokens(ids)                # (T, E)
-            out[:] = _mean_pool(x, np.array([ids.shape[1]], dtype=np.int64))
+            out[:] = _pool(x, lengths, normalize_embeddings)
             show_progress_bar = False
         with ProgressBar(N, "Encoding", enabled=show_progress_bar) as bar:
             for start in range(0, N if N > 1 else 0, batch_size):
                 idx = order[start:start + batch_size]
                 ids, mask = self._pad([encodings[i] for i in idx])
                 x, _, _ = self.model.forward_tokens(ids, mask)  # (T, E) real tokens only
-                out[idx] = _mean_pool(x, mask.sum(axis=1))
+                out[idx] = _pool(x, lengths[idx], normalize_embeddings)
                 bar.update(len(idx))
-        if normalize_embeddings:
-            norms = np.sqrt(np.einsum("ne,ne->n", out, out))
-            out /= np.maximum(norms, 1e-12)[:, None]
         return out[0] if single else out
 
     __call__ = encode
@@ -235,19 +239,29 @@ class SentenceEncoder:
         return att[:, 0] if single else att
 
 
-def _mean_pool(x, lengths):
-    """Mean over each sequence's real tokens: x (T, E) holds the tokens of
-    sequence 0, then 1, ... (lengths (B,), sum T) -> (B, E)."""
+def _pool(x, lengths, normalize):
+    """Sentence embeddings (B, E) from token rows x (T, E) holding the tokens
+    of sequence 0, then 1, ... (lengths (B,) int64, sum T): the mean of each
+    sequence's rows, summed in double in row order, divided by max(its L2
+    norm, 1e-12) when normalize, rounded once to x's dtype; 0 for a sequence
+    of no tokens. Each vector depends on its own rows alone, so a sentence
+    gets the same bits in any batch (float32: _ext.mean_pool_f32)."""
     B, E = len(lengths), x.shape[-1]
-    if B and lengths.all():                     # no empty sequence: fewer calls
-        starts = np.zeros(B, np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        return np.add.reduceat(x, starts, axis=0) / lengths[:, None].astype(x.dtype)
-    out = np.zeros((B, E), x.dtype)
-    nz = lengths > 0
-    if nz.any():
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])[nz]
-        out[nz] = np.add.reduceat(x, starts, axis=0) / lengths[nz, None].astype(x.dtype)
+    out = np.empty((B, E), x.dtype)
+    if x.dtype == np.float32 and x.flags.c_contiguous and x.flags.aligned:
+        _ext.mean_pool_f32(out, x, lengths, bool(normalize))
+        return out
+    acc = np.zeros((B, E), np.float64)           # other dtypes: the formula in NumPy
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    for b in range(B):
+        n = int(lengths[b])
+        for t in range(starts[b], starts[b] + n):
+            acc[b] += x[t]
+        if n:
+            acc[b] /= n
+        if normalize:
+            acc[b] /= max(float(np.sqrt(np.dot(acc[b], acc[b]))), 1e-12)
+    out[...] = acc
     return out
 
 
