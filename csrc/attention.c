@@ -64,9 +64,11 @@ static int attention_run(cattn_attn_args *g, const cattn_attn_kernels *k, size_t
             CATTN_OMP(omp for schedule(dynamic, 1))
             for (int64_t t = 0; t < ntask; t++)
                 k->decode_task(&run, t / run.nch, t % run.nch, work);
-            CATTN_OMP(omp for schedule(static))
-            for (int64_t t = 0; t < g->nkv * rows; t++)
-                k->decode_combine(&run, t / rows, t % rows, work);
+            if (run.nch != 1) {             /* one chunk: the tasks wrote O */
+                CATTN_OMP(omp for schedule(static))
+                for (int64_t t = 0; t < g->nkv * rows; t++)
+                    k->decode_combine(&run, t / rows, t % rows, work);
+            }
         } else {
             if (run.vflags) {
                 CATTN_OMP(omp for schedule(static))

@@ -136,7 +136,8 @@ typedef struct {
     void (*scan_v)(const cattn_attn_run *r, int64_t u, int64_t b);
     /* query rows [qb*br, +br) of query head uq: O, or W when a->W is set */
     void (*flash_task)(const cattn_attn_run *r, int64_t uq, int64_t qb, void *work);
-    /* decode: unit u's query rows over key chunk c into the partials;
+    /* decode: unit u's query rows over key chunk c into the partials (into O
+     * directly when there is one chunk; decode_combine is then not called);
      * work: rows x (round_up(E, 16) + CATTN_DECODE_CHUNK) elements */
     void (*decode_task)(const cattn_attn_run *r, int64_t u, int64_t c, void *work);
     /* decode: the partials of row `row` of unit u into O; work: Ev doubles */

@@ -445,11 +445,15 @@ static void FN(attn_decode_task)(const cattn_attn_run *run, int64_t u, int64_t c
             const T r_ = (T)1 / l;
             for (int64_t s = 0; s < n; s++) scr[s] *= r_;
         }
-        pv_rows(pr + 2, scr, V, g->rsv, n, Ev);             /* Ohat = P V / l */
+        /* Ohat = P V / l; with one chunk it is the output itself (the
+         * combine's weight is exactly 1, or 0 with Ohat = 0: same bits) */
+        T *o = nch == 1 ? (T *)g->O + g->offo[uq] + i * g->rso : pr + 2;
+        pv_rows(o, scr, V, g->rsv, n, Ev);
     }
 }
 
 /* Combine the decode partials of row r of unit u, in chunk order, in double
+ * (not called with one chunk: the task wrote O)
  * (log-sum-exp; Ohat are normalized, so O = sum_c w_c Ohat_c with
  * w_c = exp(m_c - M) l_c / sum_c' exp(m_c' - M) l_c'):
  * acc: Ev doubles of scratch. */
