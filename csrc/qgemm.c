@@ -7,8 +7,9 @@
  * The sums are exact int32 (cattn_qweight_ok bounds them), so blocking,
  * threads and the other rows never change a result's bits.
  *
- * Loops: quantize + pack A (all rows, pairs of k per 32-bit word) ->
- * tasks of QMC rows x QNC columns (dynamic) -> per MR-row panel: the
+ * Loops: quantize + pack A (pairs of k per 32-bit word) -> tasks of QMC
+ * rows x QNC columns (dynamic; with many row blocks a task is QMC rows x
+ * all N and quantizes its own rows first) -> per MR-row panel: the
  * micro-kernel on each 16-column panel over the whole K with the whole
  * epilogue (zero point, scales, bias, activation) in registers, stored
  * into C (or a row buffer for partial panels and strided C). Legend: M rows, N outputs, K inputs, k2 = ceil(K/2).
@@ -75,16 +76,22 @@ static void quantize_row(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const
     *sa = (float)(d / 255.0);
 }
 
+/* one row by the selected path's kernel when it is contiguous */
+static inline void quant_one(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const float *x,
+                             int64_t csx, int64_t K)
+{
+    if (csx == 1 && cattn_kt.quant_row_u8)
+        *bad = (uint8_t)cattn_kt.quant_row_u8(q, sa, za, x, K);
+    else
+        quantize_row(q, sa, za, bad, x, csx, K);
+}
+
 void cattn_quantize_rows(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const float *X,
                          int64_t rsx, int64_t csx, int64_t M, int64_t K)
 {
     cattn_init();
-    for (int64_t i = 0; i < M; i++) {
-        if (csx == 1 && cattn_kt.quant_row_u8)
-            bad[i] = (uint8_t)cattn_kt.quant_row_u8(q + i * K, sa + i, za + i, X + i * rsx, K);
-        else
-            quantize_row(q + i * K, sa + i, za + i, bad + i, X + i * rsx, csx, K);
-    }
+    for (int64_t i = 0; i < M; i++)
+        quant_one(q + i * K, sa + i, za + i, bad + i, X + i * rsx, csx, K);
 }
 
 /* rows [i0, i1) of q (u8; row i at q0 + (i - i0) K) into MR-row panels of
@@ -115,15 +122,14 @@ typedef struct {
     int64_t M, N, k2;
 } qgemm_args;
 
-/* rows [r0, r0+mr) (one MR-row panel) x columns [c0, c0+nc): the
+/* rows [r0, r0+mr) (one MR-row panel, its pairs at a) x columns [c0, c0+nc): the
  * micro-kernel (sums, dequantization, bias and activation) per 16-column
  * panel, straight into C when its rows are contiguous and the panel is
  * whole, else into buf (mr x QNC) and then into C. The bias of a panel past
  * N is read from a zero-padded copy. */
-static void qgemm_panel(const qgemm_args *g, int64_t r0, int mr, int64_t c0, int64_t nc,
-                        float *buf)
+static void qgemm_panel(const qgemm_args *g, const uint32_t *a, int64_t r0, int mr, int64_t c0,
+                        int64_t nc, float *buf)
 {
-    const uint32_t *a = g->A + (r0 / QMR) * QMR * g->k2;
     const int64_t rsc = g->rsc, csc = g->csc;
     float *C0 = g->C + r0 * rsc + c0 * csc;
     const int direct = csc == 1;
@@ -164,9 +170,17 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
     const double work = (double)M * (double)N * (double)K;
     const int nt = cattn_short_threads(
         cattn_threads_for(work, CATTN_GEMV_WORK_PER_THREAD, nrb * ncb, n_threads), work);
-    /* scratch: A pairs (mp x k2 u32), sa, za, bad; per thread: one panel's
-     * u8 rows (MR x K, in L1 between quantizing and packing) */
-    const size_t asz = cattn_round_up(sizeof(uint32_t) * (size_t)(mp * k2), 64);
+    /* many row blocks: a task is one QMC-row block over all of N, which
+     * quantizes and packs its own rows first (no pass over all of A, no
+     * barrier, its pairs stay in L2); else (few rows, e.g. one sentence)
+     * all rows are quantized first and tasks split the columns too */
+    const int by_rows = nrb >= 4 * (int64_t)nt;
+    /* scratch: A pairs (mp x k2 u32; by_rows: one QMC-row block per
+     * thread), sa, za, bad; per thread: one panel's u8 rows (MR x K, in L1
+     * between quantizing and packing) */
+    const size_t blk = sizeof(uint32_t) * (size_t)(cattn_round_up(CATTN_QGEMM_MC, QMR) * k2);
+    const size_t asz = cattn_round_up(by_rows ? blk * (size_t)nt
+                                              : sizeof(uint32_t) * (size_t)(mp * k2), 64);
     const size_t rsz = cattn_round_up((size_t)M * (2 * sizeof(float) + 1), 64);
     const size_t qsz = cattn_round_up((size_t)(QMR * K), 64);
     uint8_t *mem = cattn_aligned_alloc(asz + rsz + qsz * (size_t)nt);
@@ -185,26 +199,40 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
     {
         cattn_region_arrive(&reg);
         uint8_t *q = qs + qsz * CATTN_TID();
-        CATTN_OMP(omp for schedule(dynamic, 1))
-        for (int64_t ip = 0; ip < npanels; ip++) {        /* quantize + pack A */
-            const int64_t i0 = ip * QMR, i1 = cattn_min64(M, i0 + QMR);
-            for (int64_t i = i0; i < i1; i++) {
-                uint8_t *qi = q + (i - i0) * K;
-                if (csa == 1 && cattn_kt.quant_row_u8)
-                    bad[i] = (uint8_t)cattn_kt.quant_row_u8(qi, sa + i, za + i, A + i * rsa, K);
-                else
-                    quantize_row(qi, sa + i, za + i, bad + i, A + i * rsa, csa, K);
-            }
-            pack_pairs(Ap, q, i0, i0 + QMR, M, K, k2);
-        }
         float *buf = bufs + QMR * CATTN_QGEMM_NC * CATTN_TID();
-        CATTN_OMP(omp for schedule(dynamic, 1))
-        for (int64_t t = 0; t < nrb * ncb; t++) {          /* QMC x QNC tasks */
-            const int64_t r0 = t / ncb * CATTN_QGEMM_MC, c0 = t % ncb * CATTN_QGEMM_NC;
-            const int64_t r1 = cattn_min64(M, r0 + CATTN_QGEMM_MC);
-            const int64_t nc = cattn_min64(CATTN_QGEMM_NC, N - c0);
-            for (int64_t r = r0; r < r1; r += QMR)
-                qgemm_panel(&g, r, (int)cattn_min64(QMR, r1 - r), c0, nc, buf);
+        if (by_rows) {
+            uint32_t *Ab = (uint32_t *)((char *)Ap + blk * (size_t)CATTN_TID());
+            CATTN_OMP(omp for schedule(dynamic, 1))
+            for (int64_t rb = 0; rb < nrb; rb++) {          /* QMC rows x all N */
+                const int64_t r0 = rb * CATTN_QGEMM_MC, r1 = cattn_min64(M, r0 + CATTN_QGEMM_MC);
+                for (int64_t i0 = r0; i0 < r1; i0 += QMR) {   /* quantize + pack */
+                    const int64_t i1 = cattn_min64(M, i0 + QMR);
+                    for (int64_t i = i0; i < i1; i++)
+                        quant_one(q + (i - i0) * K, sa + i, za + i, bad + i, A + i * rsa, csa, K);
+                    /* rows relative to the block (r0 is a multiple of MR) */
+                    pack_pairs(Ab, q, i0 - r0, i0 - r0 + QMR, M - r0, K, k2);
+                }
+                for (int64_t c0 = 0; c0 < N; c0 += CATTN_QGEMM_NC)
+                    for (int64_t r = r0; r < r1; r += QMR)
+                        qgemm_panel(&g, Ab + (r - r0) * k2, r, (int)cattn_min64(QMR, r1 - r), c0,
+                                    cattn_min64(CATTN_QGEMM_NC, N - c0), buf);
+            }
+        } else {
+            CATTN_OMP(omp for schedule(dynamic, 1))
+            for (int64_t ip = 0; ip < npanels; ip++) {        /* quantize + pack A */
+                const int64_t i0 = ip * QMR, i1 = cattn_min64(M, i0 + QMR);
+                for (int64_t i = i0; i < i1; i++)
+                    quant_one(q + (i - i0) * K, sa + i, za + i, bad + i, A + i * rsa, csa, K);
+                pack_pairs(Ap, q, i0, i0 + QMR, M, K, k2);
+            }
+            CATTN_OMP(omp for schedule(dynamic, 1))
+            for (int64_t t = 0; t < nrb * ncb; t++) {          /* QMC x QNC tasks */
+                const int64_t r0 = t / ncb * CATTN_QGEMM_MC, c0 = t % ncb * CATTN_QGEMM_NC;
+                const int64_t r1 = cattn_min64(M, r0 + CATTN_QGEMM_MC);
+                const int64_t nc = cattn_min64(CATTN_QGEMM_NC, N - c0);
+                for (int64_t r = r0; r < r1; r += QMR)
+                    qgemm_panel(&g, Ap + r * k2, r, (int)cattn_min64(QMR, r1 - r), c0, nc, buf);
+            }
         }
     }
     cattn_region_end(&reg);

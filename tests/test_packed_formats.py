@@ -517,6 +517,24 @@ def test_int8_linear_equals_documented_formula(rng, M, N, K):
         np.testing.assert_array_equal(got, int8_formula(x, w, bias))
 
 
+@pytest.mark.parametrize("M", [159, 160, 161, 321, 487])
+def test_int8_linear_row_block_tasks(rng, M):
+    # from 4 row blocks of 40 per thread on, each task quantizes its own
+    # rows (csrc/qgemm.c, by_rows): the formula's bits, for any thread
+    # count, strided x, and each row alone (few rows: the other task order)
+    N, K = 37, 203
+    x, w, b = _data(rng, M, N, K, 1 / np.sqrt(K))
+    xs = np.asfortranarray(x)
+    p = cattn.pack_weight(w, "int8")
+    got = threads_bitwise(cattn.linear, x, p, b)
+    np.testing.assert_array_equal(got, int8_formula(x, w, b))
+    np.testing.assert_array_equal(threads_bitwise(cattn.linear, xs, p, b), got)
+    for i in (0, 39, 40, M - 1):
+        np.testing.assert_array_equal(cattn.linear(x[i:i + 1], p, b), got[i:i + 1])
+    g = threads_bitwise(cattn.linear, x, p, b, activation="gelu")
+    np.testing.assert_array_equal(g[-3:], cattn.linear(x[-3:], p, b, activation="gelu"))
+
+
 @pytest.mark.parametrize("activation", ACTS[1:])
 @pytest.mark.parametrize("M,N,K", [(1, 17, 33), (7, 70, 257), (45, 130, 100)])
 def test_int8_linear_activation(rng, M, N, K, activation):
