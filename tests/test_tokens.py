@@ -110,6 +110,18 @@ def test_mean_pool_float64_formula(rng):
                                rtol=1e-15, atol=1e-300)
 
 
+def test_mean_pool_float64_is_batch_invariant(rng):
+    lengths = np.array([4, 0, 9, 1, 6], np.int64)
+    x = rng.standard_normal((20, 32))
+    together = _pool(x, lengths, True)
+    r = 0
+    for b, n in enumerate(lengths):
+        alone = _pool(x[r:r + n], lengths[b:b + 1], True)
+        np.testing.assert_array_equal(alone[0], together[b])
+        r += n
+    assert (together[1] == 0).all()
+
+
 @pytest.mark.parametrize("bad", ["sum", "negative", "width", "dtype"])
 def test_mean_pool_rejects_bad_arguments(bad):
     out, x = np.empty((2, 4), F32), np.zeros((5, 4), F32)

@@ -248,19 +248,18 @@ def _pool(x, lengths, normalize):
     gets the same bits in any batch (float32: _ext.mean_pool_f32)."""
     B, E = len(lengths), x.shape[-1]
     out = np.empty((B, E), x.dtype)
-    if x.dtype == np.float32 and x.flags.c_contiguous and x.flags.aligned:
-        _ext.mean_pool_f32(out, x, lengths, bool(normalize))
+    if x.dtype == np.float32:
+        _ext.mean_pool_f32(out, np.ascontiguousarray(x), lengths, bool(normalize))
         return out
-    acc = np.zeros((B, E), np.float64)           # other dtypes: the formula in NumPy
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    for b in range(B):
-        n = int(lengths[b])
-        for t in range(starts[b], starts[b] + n):
-            acc[b] += x[t]
-        if n:
-            acc[b] /= n
-        if normalize:
-            acc[b] /= max(float(np.sqrt(np.dot(acc[b], acc[b]))), 1e-12)
+    # other dtypes: the formula in NumPy float64 (reduceat sums each segment
+    # on its own, row by row; the norm's sum is per row): batch-invariant too
+    acc = np.zeros((B, E), np.float64)
+    nz = lengths > 0
+    if nz.any():
+        starts = (np.cumsum(lengths) - lengths)[nz]
+        acc[nz] = np.add.reduceat(x.astype(np.float64), starts, axis=0) / lengths[nz, None]
+    if normalize:
+        acc /= np.maximum(np.sqrt((acc * acc).sum(axis=1)), 1e-12)[:, None]
     out[...] = acc
     return out
 
