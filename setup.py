@@ -41,11 +41,15 @@ from setuptools.command.build_ext import build_ext
 HERE = os.path.dirname(os.path.abspath(__file__))
 IS_X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 PORTABLE_ONLY = os.environ.get("CATTN_PORTABLE_ONLY", "") not in ("", "0")
-# per ISA folder: its compiler flags (flags the compiler lacks are dropped
-# after a probe, except the first, which the folder needs)
+# per ISA folder: the compiler flags it needs, then flags dropped after a
+# probe when the compiler lacks them
+_TUNE = ["-mno-avx256-split-unaligned-load", "-mno-avx256-split-unaligned-store",
+         "-ffp-contract=fast"]
 ISA_FLAGS = {
-    "avx2": ["-mavx2", "-mfma", "-mno-avx256-split-unaligned-load",
-             "-mno-avx256-split-unaligned-store", "-ffp-contract=fast"],
+    "avx2": (["-mavx2", "-mfma"], _TUNE),
+    # F, BW, VL, DQ: what cpu.c requires for the path (its VNNI function is
+    # marked with a target attribute and runs only where the CPU has VNNI)
+    "avx512": (["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma"], _TUNE),
 }
 
 
@@ -156,8 +160,8 @@ class BuildExt(build_ext):
         probe_ld = ldflags + [f for f in env_san if f not in ldflags]
         self.isa_flags = {}
         for isa in ISA_SRC:
-            first, *rest = ISA_FLAGS[isa]
-            self.isa_flags[isa] = [first] + [
+            need, rest = ISA_FLAGS[isa]
+            self.isa_flags[isa] = need + [
                 f for f in rest if self._compiles("int main(void){return 0;}", cflags + [f], probe_ld)]
         for ext in self.extensions:
             ext.extra_compile_args = cflags + list(ext.extra_compile_args or [])

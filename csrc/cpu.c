@@ -31,13 +31,18 @@ static int env_set(const char *name)
 /* the paths this build has, best first, and whether this CPU runs them */
 static const char *const PATHS[] = {
 #ifdef CATTN_X86
-    "avx2",
+    "avx512", "avx2",
 #endif
     "portable"};
 #define NPATHS ((int)(sizeof PATHS / sizeof PATHS[0]))
 
+/* the avx512 path: AVX-512 F, BW, VL and DQ (Skylake-SP, Zen 4 and later;
+ * not Knights Landing), on top of AVX2 + FMA, whose kernels it reuses */
 static int runs(const char *path, const cattn_cpu *cpu)
 {
+    if (strcmp(path, "avx512") == 0)
+        return cpu->avx2 && cpu->fma && cpu->avx512f && cpu->avx512bw && cpu->avx512vl &&
+               cpu->avx512dq;
     if (strcmp(path, "avx2") == 0) return cpu->avx2 && cpu->fma;
     return strcmp(path, "portable") == 0;
 }
@@ -60,7 +65,9 @@ static const char *choose_path(const cattn_cpu *cpu)
         }
         if (known)
             snprintf(isa_error, sizeof isa_error, "CATTN_ISA=%s: this CPU (%s) lacks %s",
-                     want, cpu->brand[0] ? cpu->brand : cpu->vendor, "AVX2 and FMA");
+                     want, cpu->brand[0] ? cpu->brand : cpu->vendor,
+                     strcmp(want, "avx512") == 0 ? "AVX-512 F, BW, VL and DQ (or the OS does "
+                     "not save the ZMM registers)" : "AVX2 and FMA");
         else
             snprintf(isa_error, sizeof isa_error, "CATTN_ISA=%.40s: not a kernel path of "
                      "this build of cattn (it has: %s%s%s; unset CATTN_ISA for the best one "
@@ -83,7 +90,9 @@ void cattn_init(void)
     cattn_gemm_blocks_for(cpu, CATTN_MR_F32, CATTN_NR_F32, sizeof(float), &kt.gemm_f32);
     cattn_gemm_blocks_for(cpu, CATTN_MR_F64, CATTN_NR_F64, sizeof(double), &kt.gemm_f64);
 #ifdef CATTN_X86
-    if (strcmp(choose_path(cpu), "avx2") == 0) cattn_kernels_avx2(&kt);
+    const char *path = choose_path(cpu);
+    if (strcmp(path, "avx512") == 0) cattn_kernels_avx512(&kt, cpu->avx512_vnni);
+    else if (strcmp(path, "avx2") == 0) cattn_kernels_avx2(&kt);
 #else
     (void)choose_path(cpu);
 #endif

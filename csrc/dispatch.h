@@ -24,6 +24,16 @@ typedef void (*cattn_ukr_f32_t)(int64_t k, const float *a, int64_t lak, int64_t 
 typedef void (*cattn_ukr_f64_t)(int64_t k, const double *a, int64_t lak, int64_t lai,
                                 const double *b, int64_t ldb, double *c, int64_t ldc, int acc);
 
+/* two packed A panels against one packed B panel (NULL-able; the GEMM
+ * driver's full row panels): rows 0..MR-1 from a, MR..2MR-1 from a2, both
+ * (k, MR) panels (lak = MR, lai = 1), b a (k, NR) panel (ldb = NR), c
+ * (2 MR, NR) with row stride ldc: exactly two ukr calls' results (each
+ * element the same chain), in one register tile. */
+typedef void (*cattn_ukr2_f32_t)(int64_t k, const float *a, const float *a2, const float *b,
+                                 float *c, int64_t ldc, int acc);
+typedef void (*cattn_ukr2_f64_t)(int64_t k, const double *a, const double *a2,
+                                 const double *b, double *c, int64_t ldc, int acc);
+
 /* multi-row dot: out[s] = q[0:E] · K[s*rsk : +E] for s < n */
 typedef void (*cattn_dotn_f32_t)(float *out, const float *q, const float *K, int64_t rsk,
                                  int64_t n, int64_t E);
@@ -149,6 +159,8 @@ typedef struct {
     cattn_gemm_blocks gemm_f32, gemm_f64;   /* KC, MC, NC for this CPU (cpuinfo.h) */
     cattn_ukr_f32_t ukr_f32;
     cattn_ukr_f64_t ukr_f64;
+    cattn_ukr2_f32_t ukr2_f32;
+    cattn_ukr2_f64_t ukr2_f64;
     cattn_ukr_i8_t ukr_i8;
     cattn_quant_row_t quant_row_u8;
     cattn_dotn_f32_t dotn_f32;
@@ -180,6 +192,8 @@ extern cattn_dispatch_t cattn_kt;
 void cattn_kernels_ref(cattn_dispatch_t *kt);
 #ifdef CATTN_X86
 void cattn_kernels_avx2(cattn_dispatch_t *kt);
+/* vnni: the CPU has AVX512_VNNI (the int8 kernel then uses vpdpbusd) */
+void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni);
 #endif
 
 #endif

@@ -1,7 +1,7 @@
 /* gemm_tmpl.h — the blocked GEMM driver, written once for T = float and
  * T = double. Included by gemm.c with these macros defined:
  *   T, SFX (f32/f64), MR, NR, KC, MC, NC, and the dispatch entries
- *   UKR, ACT, ROWS_TN, FEW_ROWS and FEW_BF16 (NULL-able; NULL for double), PACK_BT and
+ *   UKR, UKR2 (NULL-able: two row panels at once), ACT, ROWS_TN, FEW_ROWS and FEW_BF16 (NULL-able; NULL for double), PACK_BT and
  *   BF16_EXPAND (float only, NULL-able).
  *
  * C[M,N] = A[M,K] · B[K,N]   (+ bias[N], act)
@@ -105,6 +105,7 @@ static void FN(gemm_macro)(const FN(gemm_args) *g, T *C, const T *pa, const T *p
                            int acc, const T *bias, int epilogue)
 {
     const FN(cattn_ukr_t) ukr = UKR;
+    const FN(cattn_ukr2_t) ukr2 = UKR2;
     const int64_t rsc = g->rsc, csc = g->csc;
     for (int64_t jp = jp0; jp < jp1; jp++) {                       /* jr */
         const int64_t j = jp * NR, nr = cattn_min64(NR, nc - j);
@@ -113,7 +114,10 @@ static void FN(gemm_macro)(const FN(gemm_args) *g, T *C, const T *pa, const T *p
             const int64_t mr = cattn_min64(MR, mc - i);
             const T *a = pa + (i / MR) * MR * kc;
             T *c = C + i * rsc + j * csc;
-            if (mr == MR && nr == NR && csc == 1) {
+            if (ukr2 && i + 2 * MR <= mc && nr == NR && csc == 1) {  /* two panels */
+                ukr2(kc, a, a + MR * kc, b, c, rsc, acc);
+                i += MR;
+            } else if (mr == MR && nr == NR && csc == 1) {
                 ukr(kc, a, MR, 1, b, NR, c, rsc, acc);
             } else {                                  /* tail tile via stack */
                 T tmp[MR * NR] __attribute__((aligned(CATTN_ALIGN)));
@@ -491,6 +495,7 @@ int FN(cattn_linear_packed)(T *C, int64_t rsc, int64_t csc, const T *A, int64_t 
 #undef T
 #undef SFX
 #undef MR
+#undef UKR2
 #undef NR
 #undef KC
 #undef MC

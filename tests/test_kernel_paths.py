@@ -69,8 +69,11 @@ def test_forcing_selects_the_path(path):
 
 def test_default_kernel_path_is_the_best_the_cpu_has():
     expect = cattn._ext.available_paths()[0]
-    assert expect == ("avx2" if cattn._ext.cpu_has_avx2_fma() and "avx2" in
-                      cattn._ext.built_paths() else "portable")
+    cpu = cattn._ext.cpu_info()
+    built = cattn._ext.built_paths()
+    has512 = all(cpu["isa"][f] for f in ("avx512f", "avx512bw", "avx512vl", "avx512dq"))
+    assert expect == ("avx512" if has512 and "avx512" in built else
+                      "avx2" if cattn._ext.cpu_has_avx2_fma() and "avx2" in built else "portable")
     assert run_python(PRINT_PATH, CATTN_FORCE_PORTABLE="0", CATTN_ISA="").strip() == expect
     assert run_python(PRINT_PATH, CATTN_FORCE_PORTABLE="", CATTN_ISA="").strip() == expect
 
@@ -79,13 +82,27 @@ def test_force_portable_still_selects_portable():
     assert run_python(PRINT_PATH, CATTN_FORCE_PORTABLE="1", CATTN_ISA="").strip() == "portable"
 
 
-@pytest.mark.parametrize("value", ["avx512", "AVX2", "sse2", "native"])
+@pytest.mark.parametrize("value", ["avx512f", "AVX2", "sse2", "native"])
 def test_forcing_a_path_this_build_lacks_is_a_clear_import_error(value):
-    """CATTN_ISA names a path: one this build lacks (there are no AVX-512
-    kernels yet), misspelled or in another case is refused at import with
-    the paths there are, never silently replaced by another path."""
+    """CATTN_ISA names a path this build lacks (misspelled, in another case,
+    or an ISA name that is no path): refused at import with the paths there
+    are, never silently replaced by another path."""
     code = ("try:\n    import cattn\nexcept ImportError as e:\n    print('ImportError:', e)\n"
             "else:\n    print('imported', cattn._ext.kernel_path())")
     out = run_python(code, CATTN_ISA=value)
     assert out.startswith("ImportError:"), out
     assert f"CATTN_ISA={value}" in out and "portable" in out
+
+
+@pytest.mark.parametrize("path", [p for p in PATHS if p != "portable"])
+def test_forcing_a_path_this_cpu_lacks_is_a_clear_import_error(path):
+    """CATTN_ISA=avx512 on a CPU without AVX-512 F/BW/VL/DQ (or avx2 without
+    AVX2+FMA) is refused at import, naming the CPU and what it lacks: a path
+    the CPU cannot run is never selected."""
+    if PATHS[path].available():
+        pytest.skip(f"this CPU runs {path}")
+    code = ("try:\n    import cattn\nexcept ImportError as e:\n    print('ImportError:', e)\n"
+            "else:\n    print('imported', cattn._ext.kernel_path())")
+    out = run_python(code, CATTN_ISA=path)
+    assert out.startswith("ImportError:"), out
+    assert f"CATTN_ISA={path}: this CPU" in out and "lacks" in out

@@ -6,7 +6,7 @@ with that path forced in its environment. PATHS is the one list of kernel
 paths the tests know: its name (`cattn._ext.kernel_path()`), whether this
 CPU has it, and the environment that forces it (None: no variable forces
 it yet; it runs only as the default where it is the best the CPU has). Every path
-is forced by CATTN_ISA=<name>; a new path (avx512) is one more entry here.
+is forced by CATTN_ISA=<name>; a new path is one more entry here.
 
 tests/test_kernel_paths.py re-runs the op test modules on every path but
 the one this session runs on, through run_pytest.
@@ -40,6 +40,7 @@ def _runs(name):
 PATHS = {p.name: p for p in (
     KernelPath("portable", {"CATTN_ISA": "portable"}, lambda: True),
     KernelPath("avx2", {"CATTN_ISA": "avx2"}, lambda: _runs("avx2")),
+    KernelPath("avx512", {"CATTN_ISA": "avx512"}, lambda: _runs("avx512")),
 )}
 
 

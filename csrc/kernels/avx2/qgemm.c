@@ -93,6 +93,15 @@ void cattn_ukr_avx2_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,
     case 4: sums_4(k2, a, b, acc); break;
     default: sums_5(k2, a, b, acc); m = 5; break;
     }
+    cattn_i8_epilogue_avx2(acc, m, za, sa, colsum, sw, bias, act, c, ldc);
+}
+
+/* the int8 tile's epilogue (dispatch.h, cattn_ukr_i8_t) on its int32 sums
+ * acc (m x 16, 32-byte aligned); the AVX-512 path's kernels end with it too */
+void cattn_i8_epilogue_avx2(const int32_t *acc, int m, const int32_t *za, const float *sa,
+                            const int32_t *colsum, const float *sw, const float *bias,
+                            int act, float *c, int64_t ldc)
+{
     /* ((float)(acc - za colsum) * sa) * sw: two separate products, as the
      * portable kernel (nothing to contract into an FMA) */
     const __m256i cs0 = _mm256_loadu_si256((const __m256i *)colsum);

@@ -1,0 +1,26 @@
+/* kernels/avx512/kernels.h — the AVX-512 kernels' entries (contracts in
+ * dispatch.h); table.c puts them in the dispatch table over the AVX2 ones. */
+#ifndef CATTN_AVX512_KERNELS_H
+#define CATTN_AVX512_KERNELS_H
+
+#include "../../dispatch.h"
+
+void cattn_ukr_avx512_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
+                          const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
+void cattn_ukr_avx512_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
+                          const double *b, int64_t ldb, double *c, int64_t ldc, int acc);
+void cattn_ukr2_avx512_f32(int64_t k, const float *a, const float *a2, const float *b,
+                           float *c, int64_t ldc, int acc);
+void cattn_ukr2_avx512_f64(int64_t k, const double *a, const double *a2, const double *b,
+                           double *c, int64_t ldc, int acc);
+void cattn_ukr_avx512_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,
+                         const int32_t *za, const float *sa, const int32_t *colsum,
+                         const float *sw, const float *bias, int act, float *c, int64_t ldc);
+void cattn_ukr_avx512vnni_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,
+                             const int32_t *za, const float *sa, const int32_t *colsum,
+                             const float *sw, const float *bias, int act, float *c,
+                             int64_t ldc);
+extern const cattn_attn_kernels cattn_attn_avx512_f32;
+extern const cattn_attn_kernels cattn_attn_avx512_f64;
+
+#endif
