@@ -20,6 +20,7 @@ cdef extern from "cpuinfo.h" nogil:
     void cattn_cpu_parse(cattn_cpuid_fn cpuid, void *ctx, uint64_t xcr0, cattn_cpu *cpu)
     void cattn_gemm_blocks_for(const cattn_cpu *cpu, int mr, int nr, int elt, cattn_gemm_blocks *b)
     const cattn_cpu *cattn_cpu_this()
+    void cattn_paths_for(const cattn_cpu *cpu, char *buf)
 
 cdef extern from "dispatch.h" nogil:
     ctypedef struct cattn_dispatch_t:
@@ -36,6 +37,8 @@ _ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq",
 
 
 cdef dict _cpu_dict(const cattn_cpu *c):
+    cdef char paths[64]
+    cattn_paths_for(c, paths)
     def cache(cattn_cache k):
         return {"bytes": k.bytes, "ways": k.ways, "line": k.line, "shared_by": k.shared}
     isa = {"avx2": c.avx2, "fma": c.fma, "avx512f": c.avx512f, "avx512bw": c.avx512bw,
@@ -45,7 +48,8 @@ cdef dict _cpu_dict(const cattn_cpu *c):
             "family": c.family, "model": c.model,
             "isa": {k: bool(v) for k, v in isa.items()},
             "l1d": cache(c.l1d), "l2": cache(c.l2), "l3": cache(c.l3),
-            "cache_source": c.cache_source.decode()}
+            "cache_source": c.cache_source.decode(),
+            "paths": tuple(p for p in paths.decode().split(",") if p)}
 
 
 cdef dict _blocks_dict(const cattn_cpu *c):
@@ -61,7 +65,8 @@ cdef dict _blocks_dict(const cattn_cpu *c):
 def cpu_info():
     """This CPU as cattn sees it (CPUID): vendor, brand, family, model, the
     usable instruction sets ('isa'), the data caches (bytes, ways, line,
-    logical CPUs sharing one) and which CPUID leaves gave them."""
+    logical CPUs sharing one), which CPUID leaves gave them, and the kernel
+    paths of this build it runs, best first ('paths')."""
     return _cpu_dict(cattn_cpu_this())
 
 

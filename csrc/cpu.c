@@ -106,17 +106,23 @@ const char *cattn_isa_error(void)
     return isa_error[0] ? isa_error : NULL;
 }
 
-/* the paths of this build that this CPU runs, comma-separated, best first */
-const char *cattn_available_paths(void)
+/* the paths of this build that `cpu` runs, comma-separated, best first,
+ * into buf (64 bytes) */
+void cattn_paths_for(const cattn_cpu *cpu, char *buf)
 {
-    static char buf[64];
-    const cattn_cpu *cpu = cattn_cpu_this();
     buf[0] = 0;
     for (int i = 0; i < NPATHS; i++)
         if (runs(PATHS[i], cpu)) {
             if (buf[0]) strcat(buf, ",");
             strcat(buf, PATHS[i]);
         }
+}
+
+/* the paths of this build that this CPU runs, comma-separated, best first */
+const char *cattn_available_paths(void)
+{
+    static char buf[64];
+    cattn_paths_for(cattn_cpu_this(), buf);
     return buf;
 }
 

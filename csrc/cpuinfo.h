@@ -48,6 +48,10 @@ void cattn_cpu_parse(cattn_cpuid_fn cpuid, void *ctx, uint64_t xcr0, cattn_cpu *
  *        core's L3 share, a multiple of NR, in [16 NR, CATTN_NC_MAX]. */
 void cattn_gemm_blocks_for(const cattn_cpu *cpu, int mr, int nr, int elt, cattn_gemm_blocks *b);
 
+/* The kernel paths of this build that `cpu` runs, comma-separated, best
+ * first, into buf (at least 64 bytes): what cattn would choose among (cpu.c). */
+void cattn_paths_for(const cattn_cpu *cpu, char *buf);
+
 /* This machine, decoded once (thread-safe after cattn_init). */
 const cattn_cpu *cattn_cpu_this(void);
 

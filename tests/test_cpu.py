@@ -111,6 +111,27 @@ def test_os_state_gates_the_instruction_sets():
     assert not any(noxsave["isa"].values())
 
 
+def test_kernel_paths_on_the_recorded_cpus():
+    """The paths cattn would choose among on each recorded CPU (best first):
+    AVX-512 on Zen 4 and Sapphire Rapids, AVX2 on Zen 3; a path the CPU or
+    its OS lacks is never among them."""
+    built = cattn._ext.built_paths()
+    got = {}
+    for path in FIXTURES:
+        _, leaves, xcr0 = _load(path)
+        cpu, _ = cattn._ext.parse_cpuid(leaves, xcr0)
+        name = next(n for n in ("zen3", "zen4", "sapphire") if n in path)
+        got[name] = cpu["paths"]
+        if name == "zen4":
+            no512, _ = cattn._ext.parse_cpuid(leaves, xcr0 & ~0xE0)
+            got["zen4 without ZMM state"] = no512["paths"]
+    want = {"zen3": ("avx2", "portable"), "zen4": ("avx512", "avx2", "portable"),
+            "sapphire": ("avx512", "avx2", "portable"),
+            "zen4 without ZMM state": ("avx2", "portable")}
+    assert got == {k: tuple(p for p in v if p in built) for k, v in want.items()}
+    assert cattn._ext.cpu_info()["paths"] == cattn._ext.available_paths()
+
+
 def test_cache_fallbacks():
     path = next(p for p in FIXTURES if "zen3" in p)
     _, leaves, xcr0 = _load(path)
