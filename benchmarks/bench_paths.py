@@ -1,0 +1,176 @@
+"""cattn's kernel paths against each other on this CPU (issue 11's AVX-512
+bar: the avx512 path >= 1.1x the avx2 path on large float32 GEMMs and on
+attention at L >= 512; the goal 1.3x).
+
+    python benchmarks/bench_paths.py [--rounds 5] [--threads 2] [--quick]
+
+The kernel table is chosen once per process, so each path runs in its own
+worker process (CATTN_ISA=<path>), started once; the script sends every
+worker the same case in turn, round after round (the paths alternate, so a
+noisy neighbour hits both), and prints per case the median seconds of each
+path and the ratio of each path to avx2 (> 1: faster than avx2). Paths this
+CPU lacks are listed as skipped: on an AVX2-only CPU the table compares avx2
+with portable. Each worker checks that its results have the avx2 worker's
+bits where the paths promise it (GEMM, attention, int8: same order), and
+says so.
+
+Cases (2 threads unless --threads): GEMM float32 2048^3 and 1024 x 3072 x 768
+(an encoder layer's FF1), float64 1024^3; linear int8 4096 rows 768 -> 3072;
+attention float32 (1, 8, 512, 512, 64), (1, 8, 2048, 2048, 64) and causal
+(1, 12, 1024, 1024, 64); attention float64 (1, 4, 512, 512, 64).
+--quick: smaller shapes, for checking the script.
+"""
+import argparse
+import hashlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+WORKER = r"""
+import hashlib, json, sys, time
+import numpy as np
+import cattn
+cattn.set_num_threads(int(sys.argv[1]))
+rng = np.random.default_rng(0)
+cache = {}
+
+def inputs(case):
+    if case["name"] not in cache:
+        k, s = case["kind"], case["shape"]
+        dt = np.float64 if case.get("f64") else np.float32
+        if k == "gemm":
+            M, K, N = s
+            args = (rng.standard_normal((M, K)).astype(dt), rng.standard_normal((K, N)).astype(dt))
+            fn = lambda a=args: cattn.matmul(*a)
+        elif k == "int8":
+            M, K, N = s
+            x = rng.standard_normal((M, K)).astype(np.float32)
+            p = cattn.pack_weight(rng.standard_normal((N, K)).astype(np.float32), "int8")
+            fn = lambda: cattn.linear(x, p)
+        else:
+            B, H, L, S, E = s
+            q, kk, v = (rng.standard_normal((B, H, n, E)).astype(dt) for n in (L, S, S))
+            fn = lambda: cattn.scaled_dot_product_attention(q, kk, v, is_causal=case.get("causal", False))
+        cache[case["name"]] = fn
+    return cache[case["name"]]
+
+print(json.dumps({"path": cattn._ext.kernel_path()}), flush=True)
+for line in sys.stdin:
+    case = json.loads(line)
+    fn = inputs(case)
+    out = fn()                                   # warm-up, and the result's digest
+    digest = hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()[:16]
+    t, n, t0 = [], 0, time.perf_counter()
+    while n < case["min_calls"] or time.perf_counter() - t0 < case["min_time"]:
+        s = time.perf_counter(); fn(); t.append(time.perf_counter() - s); n += 1
+    print(json.dumps({"median": sorted(t)[len(t) // 2], "calls": n, "digest": digest}), flush=True)
+"""
+
+CASES = [
+    ("gemm f32 2048x2048x2048", "gemm", (2048, 2048, 2048), {}),
+    ("gemm f32 1024x768x3072 (FF1)", "gemm", (1024, 768, 3072), {}),
+    ("gemm f64 1024x1024x1024", "gemm", (1024, 1024, 1024), {"f64": True}),
+    ("linear int8 4096 rows 768->3072", "int8", (4096, 768, 3072), {}),
+    ("sdpa f32 (1,8,512,512,64)", "attn", (1, 8, 512, 512, 64), {}),
+    ("sdpa f32 (1,8,2048,2048,64)", "attn", (1, 8, 2048, 2048, 64), {}),
+    ("sdpa f32 causal (1,12,1024,1024,64)", "attn", (1, 12, 1024, 1024, 64), {"causal": True}),
+    ("sdpa f64 (1,4,512,512,64)", "attn", (1, 4, 512, 512, 64), {"f64": True}),
+]
+QUICK = [
+    ("gemm f32 256x256x256", "gemm", (256, 256, 256), {}),
+    ("gemm f64 128x128x128", "gemm", (128, 128, 128), {"f64": True}),
+    ("linear int8 256 rows 384->512", "int8", (256, 384, 512), {}),
+    ("sdpa f32 (1,2,128,128,64)", "attn", (1, 2, 128, 128, 64), {}),
+]
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--min-time", type=float, default=0.5, help="seconds per path per case per round")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", help="write the medians here")
+    args = ap.parse_args()
+
+    import cattn
+    avail = cattn._ext.available_paths()
+    paths = [p for p in ("avx512", "avx2", "portable") if p in avail]
+    base = "avx2" if "avx2" in paths else paths[0]
+    if "avx2" in paths and "avx512" in paths:
+        paths = ["avx512", "avx2"]              # portable is not the question here
+    skipped = [p for p in ("avx512", "avx2") if p not in avail]
+    print(f"CPU: {cpu_name()}; cattn paths: built {', '.join(cattn._ext.built_paths())}, "
+          f"this CPU runs {', '.join(avail)}; compared: {', '.join(paths)}"
+          + (f"; skipped (CPU or build lacks): {', '.join(skipped)}" if skipped else ""))
+    print(f"threads {args.threads}, rounds {args.rounds}, load average {os.getloadavg()[0]:.2f}")
+
+    workers = {}
+    for p in paths:
+        env = dict(os.environ, CATTN_ISA=p)
+        w = subprocess.Popen([sys.executable, "-c", WORKER, str(args.threads)], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        got = json.loads(w.stdout.readline())["path"]
+        assert got == p, (got, p)
+        workers[p] = w
+
+    def ask(p, case):
+        w = workers[p]
+        w.stdin.write(json.dumps(case) + "\n")
+        w.stdin.flush()
+        return json.loads(w.stdout.readline())
+
+    cases = QUICK if args.quick else CASES
+    times = {c[0]: {p: [] for p in paths} for c in cases}
+    digests = {c[0]: {} for c in cases}
+    for r in range(args.rounds):
+        for name, kind, shape, extra in cases:
+            case = dict(name=name, kind=kind, shape=shape, min_time=args.min_time, min_calls=3, **extra)
+            order = paths if r % 2 == 0 else paths[::-1]
+            for p in order:
+                res = ask(p, case)
+                times[name][p].append(res["median"])
+                digests[name][p] = res["digest"]
+    for w in workers.values():
+        w.stdin.close()
+        w.wait()
+
+    others = [p for p in paths if p != base]
+    head = " | ".join(f"{p} ms" for p in paths)
+    ratio_head = " | ".join(f"{p} / {base}" for p in others)
+    print(f"\n| case | {head} | {ratio_head} | same bits as {base} |")
+    print("|---|" + "---|" * (len(paths) + len(others) + 1))
+    out = {"cpu": cpu_name(), "threads": args.threads, "rounds": args.rounds, "cases": {}}
+    for name, *_ in cases:
+        med = {p: statistics.median(times[name][p]) for p in paths}
+        ratios = {p: med[base] / med[p] for p in others}
+        same = all(digests[name][p] == digests[name][base] for p in others)
+        cells = " | ".join(f"{med[p] * 1e3:.2f}" for p in paths)
+        rcells = " | ".join(f"{ratios[p]:.2f}x" for p in others)
+        print(f"| {name} | {cells} | {rcells} | {'yes' if same else 'no'} |")
+        out["cases"][name] = {"median_s": med, "ratio_to_" + base: ratios, "same_bits": same}
+    print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+    if "avx512" in paths:
+        print("issue 11 bar: avx512 >= 1.1x avx2 on the large float32 GEMMs and attention L >= 512")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
