@@ -295,9 +295,12 @@ static int run(int argc)
     for (int64_t m = 1; m <= 13; m += 3) packed_case(m, 70, 300, 1);
     packed_case(40, 48, 600, 2);
     packed_case(300, 33, 129, 2);
-    const int64_t qs[][3] = {{1, 16, 2}, {3, 17, 5}, {5, 33, 64}, {8, 64, 768}, {13, 100, 129},
-                             {41, 16, 40}, {200, 70, 300}};
-    for (int s = 0; s < 7; s++) int8_case(qs[s][0], qs[s][1], qs[s][2], s % 3 == 1 ? CATTN_ACT_GELU : s % 3 == 2 ? CATTN_ACT_RELU : CATTN_ACT_NONE, 1 + s % 2);
+    /* tiles of 1-5 rows (MR_I8 = 5): 1, 2, 3, 4, 5, 5+3, 5+4, 5+5+3, 8x5+1;
+     * 200 rows on one thread: the row-block tasks */
+    const int64_t qs[][3] = {{1, 16, 2}, {2, 17, 5}, {3, 17, 5}, {4, 40, 31}, {5, 33, 64},
+                             {8, 64, 768}, {9, 20, 7}, {13, 100, 129}, {41, 16, 40},
+                             {200, 70, 300}};
+    for (int s = 0; s < 10; s++) int8_case(qs[s][0], qs[s][1], qs[s][2], s % 3 == 1 ? CATTN_ACT_GELU : s % 3 == 2 ? CATTN_ACT_RELU : CATTN_ACT_NONE, 1 + s % 2);
     for (int dbl = 0; dbl < 2; dbl++) {
         attn_case(dbl, 1, 2, 2, 40, 40, 32, 32, 0, 0, 1);
         attn_case(dbl, 2, 4, 2, 100, 130, 64, 48, 1, 0, 2);
