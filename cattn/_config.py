@@ -37,9 +37,8 @@ def config():
         "cpu_avx2_fma": _ext.cpu_has_avx2_fma(),
         "kernel_paths": f"built {', '.join(_ext.built_paths())}; "
                         f"this CPU runs {', '.join(_ext.available_paths())}",
-        "kernel_path": _ext.kernel_path() + (
-            " (int8 with AVX512_VNNI)" if _ext.kernel_path() == "avx512" and
-            cpu["isa"]["avx512_vnni"] else ""),
+        "kernel_path": _ext.kernel_path(),
+        "int8_kernel": _ext.int8_kernel(),
         "block_sizes": _ext.block_sizes(),
         "threads": get_num_threads(),
     }

@@ -20,6 +20,7 @@ cdef extern from "cattn.h" nogil:
     int CATTN_ENOMEM
     void cattn_init()
     const char *cattn_kernel_path()
+    const char *cattn_int8_kernel()
     int cattn_cpu_has_avx2_fma()
     int cattn_have_openmp()
     int cattn_omp_max_threads()
@@ -56,8 +57,13 @@ cdef inline int _check(int status) except -1:
     raise RuntimeError(f"cattn: kernel failed with status {status}")
 
 
+def int8_kernel():
+    """The int8 micro-kernel in use (its path and instruction)."""
+    return cattn_int8_kernel().decode()
+
+
 def kernel_path():
-    """'avx2' or 'portable': the micro-kernels selected at import."""
+    """'avx512', 'avx2' or 'portable': the micro-kernels selected at import."""
     return cattn_kernel_path().decode()
 
 

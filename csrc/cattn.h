@@ -29,6 +29,8 @@
 void cattn_init(void);
 /* Name of the selected path: "avx2" or "portable". */
 const char *cattn_kernel_path(void);
+/* the int8 micro-kernel in use, e.g. "avx512 vnni (vpdpbusd)" */
+const char *cattn_int8_kernel(void);
 /* Why CATTN_ISA could not be honoured (the portable path runs then), or NULL. */
 const char *cattn_isa_error(void);
 /* Comma-separated kernel paths: of this build / that this CPU runs, best first. */

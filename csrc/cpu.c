@@ -144,6 +144,12 @@ const char *cattn_kernel_path(void)
     return cattn_kt.name;
 }
 
+const char *cattn_int8_kernel(void)
+{
+    cattn_init();
+    return cattn_kt.int8_kernel;
+}
+
 int cattn_have_openmp(void)
 {
 #ifdef _OPENMP

@@ -156,6 +156,7 @@ typedef struct {
 
 typedef struct {
     const char *name;
+    const char *int8_kernel;                /* which int8 micro-kernel ukr_i8 is */
     cattn_gemm_blocks gemm_f32, gemm_f64;   /* KC, MC, NC for this CPU (cpuinfo.h) */
     cattn_ukr_f32_t ukr_f32;
     cattn_ukr_f64_t ukr_f64;

@@ -22,6 +22,12 @@ def test_show_config_prints_the_build():
     assert "compiler: " in text and ("gcc" in text or "clang" in text)
     assert "openmp: " in text
     assert f"kernel_path: {cattn._ext.kernel_path()}" in text
+    # the int8 micro-kernel: the path's, VNNI's only where the CPU has VNNI
+    k8 = cattn._ext.int8_kernel()
+    assert f"int8_kernel: {k8}" in text
+    assert k8.startswith({"avx512": "avx512", "avx2": "avx2", "portable": "portable"}[
+        cattn._ext.kernel_path()])
+    assert ("vnni" in k8) <= cattn._ext.cpu_info()["isa"]["avx512_vnni"]
     # block sizes as derived from this CPU's caches (cpuinfo.c), KC fixed at 256
     b = cattn._ext.gemm_blocks()
     assert f"f32 MC,KC,NC={b['f32']['MC']},256,{b['f32']['NC']}" in text

@@ -154,7 +154,7 @@ static void int8_case(int64_t M, int64_t N, int64_t K, int act, int nt)
     }
     char what[160];
     snprintf(what, sizeof what, "int8 linear M=%lld N=%lld K=%lld act=%d threads=%d: portable = avx2 = avx512bw = %s; exact sums",
-             (long long)M, (long long)N, (long long)K, act, nt, vnni ? "avx512vnni" : "avx512bw");
+             (long long)M, (long long)N, (long long)K, act, nt, kt_512.int8_kernel);
     int same = 1;
     for (int t = 1; t < 4; t++)
         if (memcmp(C[0], C[t], sizeof(float) * M * N)) { same = 0; printf("  path %d differs\n", t); }
@@ -252,8 +252,8 @@ static int run(int argc)
     printf("cpu: %s | %s | avx2 %d fma %d avx512 f %d bw %d vl %d dq %d vnni %d bf16 %d\n",
            cpu->vendor, cpu->brand, cpu->avx2, cpu->fma, cpu->avx512f, cpu->avx512bw,
            cpu->avx512vl, cpu->avx512dq, cpu->avx512_vnni, cpu->avx512_bf16);
-    printf("default path: %s; built: %s; available: %s\n", cattn_kernel_path(),
-           cattn_built_paths(), cattn_available_paths());
+    printf("default path: %s (int8: %s); built: %s; available: %s\n", cattn_kernel_path(),
+           cattn_int8_kernel(), cattn_built_paths(), cattn_available_paths());
     kt_base = cattn_kt;
     have512 = strstr(cattn_available_paths(), "avx512") != NULL;
     vnni = cpu->avx512_vnni;

@@ -7,6 +7,7 @@
 void cattn_kernels_avx2(cattn_dispatch_t *kt)
 {
     kt->name = "avx2";
+    kt->int8_kernel = "avx2 (vpmaddwd)";
     kt->ukr_f32 = cattn_ukr_avx2_f32;
     kt->ukr_f64 = cattn_ukr_avx2_f64;
     kt->ukr_i8 = cattn_ukr_avx2_i8;

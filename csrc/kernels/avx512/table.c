@@ -3,7 +3,9 @@
  * with these entries overridden:
  *   ukr_f32/f64, ukr2_f32/f64   zmm micro-kernels (same bits as AVX2's)
  *   ukr_i8                      16 columns per instruction; vpdpbusd with
- *                               VNNI (exact sums: same bits as AVX2's)
+ *                               VNNI (exact sums: same bits as AVX2's),
+ *                               once it has matched the AVX-512BW kernel
+ *                               on a test tile at load (vnni_agrees)
  *   attn_f32/f64                the attention tiles on those (same bits)
  * The row kernels (softmax, norms, activations, exp), the few-row and
  * bfloat16 kernels and the packs stay AVX2's: memory-bound at the sizes
@@ -14,6 +16,29 @@
 #ifdef CATTN_X86
 #include "kernels.h"
 
+/* The VNNI kernel against the AVX-512BW one on one 5-row tile with the
+ * extreme values (u8 255 and 0 against s8 -127..127, 37 pairs): the int32
+ * sums are exact in both, so the outputs must match bit for bit. Run once
+ * at load on a VNNI CPU: the VNNI kernel is used only after it has given
+ * the right answer on this CPU. */
+static int vnni_agrees(void)
+{
+    enum { K2 = 37 };
+    uint32_t a[K2 * 5];
+    int8_t b[K2 * 32];
+    for (int i = 0; i < K2 * 5; i++)
+        a[i] = (uint32_t)((i * 97) % 256) | (uint32_t)(i % 3 ? 255 : 0) << 16;
+    for (int i = 0; i < K2 * 32; i++) b[i] = (int8_t)((i * 53) % 255 - 127);
+    int32_t za[5] = {0, 3, 128, 255, 7}, colsum[16];
+    float sa[5] = {1.0f, 0.5f, 0.25f, 2.0f, 1e-3f}, sw[16], c1[5 * 16], c2[5 * 16];
+    for (int j = 0; j < 16; j++) { colsum[j] = j * 11 - 80; sw[j] = 0.125f * (float)(j + 1); }
+    cattn_ukr_avx512_i8(K2, a, 5, b, za, sa, colsum, sw, NULL, 0, c1, 16);
+    cattn_ukr_avx512vnni_i8(K2, a, 5, b, za, sa, colsum, sw, NULL, 0, c2, 16);
+    for (int i = 0; i < 5 * 16; i++)
+        if (c1[i] != c2[i]) return 0;
+    return 1;
+}
+
 void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
 {
     cattn_kernels_avx2(kt);
@@ -22,7 +47,11 @@ void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
     kt->ukr_f64 = cattn_ukr_avx512_f64;
     kt->ukr2_f32 = cattn_ukr2_avx512_f32;
     kt->ukr2_f64 = cattn_ukr2_avx512_f64;
-    kt->ukr_i8 = vnni ? cattn_ukr_avx512vnni_i8 : cattn_ukr_avx512_i8;
+    const int use_vnni = vnni && vnni_agrees();
+    kt->ukr_i8 = use_vnni ? cattn_ukr_avx512vnni_i8 : cattn_ukr_avx512_i8;
+    kt->int8_kernel = use_vnni ? "avx512 vnni (vpdpbusd)"
+                      : vnni ? "avx512bw (vpmaddwd; the VNNI kernel failed its load check)"
+                             : "avx512bw (vpmaddwd)";
     kt->attn_f32 = cattn_attn_avx512_f32;
     kt->attn_f64 = cattn_attn_avx512_f64;
 }

@@ -4,6 +4,7 @@
 void cattn_kernels_ref(cattn_dispatch_t *kt)
 {
     kt->name = "portable";
+    kt->int8_kernel = "portable C";
     kt->ukr_f32 = cattn_ukr_ref_f32;
     kt->ukr_f64 = cattn_ukr_ref_f64;
     kt->ukr_i8 = cattn_ukr_ref_i8;
