@@ -4,17 +4,20 @@
 # lack one. Bochs (Debian's bochs package: its CPU models include AVX-512
 # ones) boots Debian's kernel with the static check as init; the check's
 # output comes back on the emulated serial port.
-#   MODEL: corei7_icelake_u (AVX-512 F/BW/VL/DQ + VNNI; default) or
-#          corei7_skylake_x (no VNNI: the AVX-512BW int8 kernel).
+#   MODEL: corei7_skylake_x (AVX-512 F/BW/VL/DQ, no VNNI; default: the
+#          model that boots) or corei7_icelake_u / tigerlake (+ VNNI; these
+#          did not get past "LSM: Security Framework initializing" in Linux
+#          6.1's boot here, 10-20 minutes, five tries).
 # Needs: gcc, bochs bochsbios vgabios, isolinux syslinux-common xorriso cpio,
 # apt-get download (for the kernel), root (mknod). About 10-15 minutes on a
-# 2-core machine: the emulator runs some 40 million instructions a second.
+# 2-core machine (skylake_x: ~8 to boot): the emulator runs some 40 million
+# instructions a second.
 # The kernel is booted without XSAVES/XSAVEC and protection keys: Bochs 2.7
 # reports the compacted XSAVE size and the PKRU state wrong, and Linux 6.1
 # would otherwise turn XSAVE (and with it AVX) off.
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
-MODEL=${1:-corei7_icelake_u}
+MODEL=${1:-corei7_skylake_x}
 W=${CATTN_EMU_DIR:-/tmp/cattn-emu}
 mkdir -p "$W/iso/isolinux" "$W/rd/dev" "$W/rd/tmp"
 cd "$W"
