@@ -24,7 +24,11 @@ typedef void (*cattn_ukr_f32_t)(int64_t k, const float *a, int64_t lak, int64_t 
 typedef void (*cattn_ukr_f64_t)(int64_t k, const double *a, int64_t lak, int64_t lai,
                                 const double *b, int64_t ldb, double *c, int64_t ldc, int acc);
 
-/* two packed A panels against one packed B panel (NULL-able; the GEMM
+/* ukr_stream (float32, NULL-able: ukr): the micro-kernel, same contract and
+ * bits, that also prefetches b + CATTN_STREAM_PF (config.h) at each step:
+ * the few-row GEMM's first pass over prepacked panels coming from memory.
+ *
+ * two packed A panels against one packed B panel (NULL-able; the GEMM
  * driver's full row panels): rows 0..MR-1 from a, MR..2MR-1 from a2, both
  * (k, MR) panels (lak = MR, lai = 1), b a (k, NR) panel (ldb = NR), c
  * (2 MR, NR) with row stride ldc: exactly two ukr calls' results (each
@@ -160,6 +164,7 @@ typedef struct {
     cattn_gemm_blocks gemm_f32, gemm_f64;   /* KC, MC, NC for this CPU (cpuinfo.h) */
     cattn_ukr_f32_t ukr_f32;
     cattn_ukr_f64_t ukr_f64;
+    cattn_ukr_f32_t ukr_stream_f32;         /* NULL-able: ukr_f32 (see below) */
     cattn_ukr2_f32_t ukr2_f32;
     cattn_ukr2_f64_t ukr2_f64;
     cattn_ukr_i8_t ukr_i8;

@@ -21,6 +21,7 @@ typedef cattn_ukr2_f64_t cattn_ukr2_t_f64;
 #define NC cattn_kt.gemm_f32.nc
 #define UKR cattn_kt.ukr_f32
 #define UKR2 cattn_kt.ukr2_f32
+#define UKR_STREAM (cattn_kt.ukr_stream_f32 ? cattn_kt.ukr_stream_f32 : cattn_kt.ukr_f32)
 #define PACK_BT cattn_kt.pack_t16_f32
 #define BF16_EXPAND cattn_kt.bf16_expand_f32
 #define ROWS_TN cattn_kt.rows_tn_f32
@@ -49,6 +50,7 @@ int cattn_linear_packed_bf16(float *C, int64_t rsc, int64_t csc, const float *A,
 #define NC cattn_kt.gemm_f64.nc
 #define UKR cattn_kt.ukr_f64
 #define UKR2 cattn_kt.ukr2_f64
+#define UKR_STREAM cattn_kt.ukr_f64
 #define ACT cattn_kt.act_f64
 #define ROWS_TN ((void (*)(double *, int64_t, const double *, int64_t, const double *, \
                           int64_t, int64_t, int64_t, int64_t))0)

@@ -279,16 +279,16 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, const T *a, int64
                 }
                 int64_t i = 0;
                 for (; i + MR <= M; i += MR)                  /* full MR rows */
-                    for (int64_t jp = 0; jp < nq; jp++)
-                        UKR(kc, a + i * K + pc, 1, K, pb + jp * NR * kc, NR,
-                            tq + i * GEMV_LD + jp * NR, GEMV_LD, pc > 0);
+                    for (int64_t jp = 0; jp < nq; jp++)       /* the first: streams W */
+                        (i ? UKR : UKR_STREAM)(kc, a + i * K + pc, 1, K, pb + jp * NR * kc,
+                                               NR, tq + i * GEMV_LD + jp * NR, GEMV_LD, pc > 0);
                 if (i < M && FEW_ROWS && M - i <= 3) {            /* 1-3 rows */
                     FEW_ROWS(kc, a + i * K + pc, K, (int)(M - i), pb, nq, NR * kc,
                              tq + i * GEMV_LD, GEMV_LD, pc > 0);
                 } else if (i < M) {              /* zero rows up to MR: a is MP */
                     for (int64_t jp = 0; jp < nq; jp++)
-                        UKR(kc, a + i * K + pc, 1, K, pb + jp * NR * kc, NR,
-                            tq + i * GEMV_LD + jp * NR, GEMV_LD, pc > 0);
+                        (i ? UKR : UKR_STREAM)(kc, a + i * K + pc, 1, K, pb + jp * NR * kc,
+                                               NR, tq + i * GEMV_LD + jp * NR, GEMV_LD, pc > 0);
                 }
             }
         }
@@ -496,6 +496,7 @@ int FN(cattn_linear_packed)(T *C, int64_t rsc, int64_t csc, const T *A, int64_t 
 #undef SFX
 #undef MR
 #undef UKR2
+#undef UKR_STREAM
 #undef NR
 #undef KC
 #undef MC

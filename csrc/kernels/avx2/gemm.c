@@ -1,6 +1,6 @@
 /* kernels/avx2/gemm.c — AVX2/FMA kernels of the GEMM family: the exported
- * micro-kernel (ukr.h, with a prefetch of the C rows), multi-row dots, the
- * few-row GEMM and the
+ * micro-kernel (ukr.h, with a prefetch of the C rows) and its streaming form
+ * (dispatch.h: ukr_stream), multi-row dots, the few-row GEMM and the
  * transposing pack. Compiled with -mavx2 -mfma only; used only after cpu.c
  * has seen both features.
  */
@@ -15,6 +15,13 @@ void cattn_ukr_avx2_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
 {
     for (int r = 0; r < 6; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
     ukr_avx2_f32_inl(k, a, lak, lai, b, ldb, c, ldc, acc);
+}
+
+void cattn_ukr_stream_avx2_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
+                               const float *b, int64_t ldb, float *c, int64_t ldc, int acc)
+{
+    for (int r = 0; r < 6; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+    ukr_avx2_f32_pf(k, a, lak, lai, b, ldb, c, ldc, acc, CATTN_STREAM_PF);
 }
 
 void cattn_ukr_avx2_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
@@ -158,6 +165,11 @@ static void rows_tn1_avx2_f32(float *c, const float *a, const float *w, int64_t 
     }
 }
 
+static inline int64_t l0_prefetch_rows(int64_t left)
+{
+    return left < 0 ? 0 : left < 8 ? left : 8;
+}
+
 void cattn_rows_tn_avx2_f32(float *c, int64_t ldc, const float *at, int64_t mp,
                             const float *w, int64_t ldw, int64_t n, int64_t K, int64_t kc)
 {
@@ -172,6 +184,11 @@ void cattn_rows_tn_avx2_f32(float *c, int64_t ldc, const float *at, int64_t mp,
                     *w3 = w0 + 3 * (nj > 3) * ldw, *w4 = w0 + 4 * (nj > 4) * ldw,
                     *w5 = w0 + 5 * (nj > 5) * ldw, *w6 = w0 + 6 * (nj > 6) * ldw,
                     *w7 = w0 + 7 * (nj > 7) * ldw;
+        /* the next 8 rows of W, prefetched a line of each per 16 p while
+         * these stream: rows of short K are too short for the hardware
+         * prefetcher to pick up on its own */
+        const int64_t npf = l0_prefetch_rows(n - j0 - 8);
+        const float *wn = w0 + 8 * ldw;
         for (int64_t l0 = 0; l0 < mp; l0 += 8) {
             float tot[8][8] __attribute__((aligned(32)));      /* [j][lane i] */
             for (int64_t pc = 0; pc < K; pc += kc) {
@@ -181,6 +198,9 @@ void cattn_rows_tn_avx2_f32(float *c, int64_t ldc, const float *at, int64_t mp,
                 const float *a = at + pc * mp + l0;
 #pragma GCC unroll 4
                 for (int64_t p = pc; p < p1; p++, a += mp) {
+                    if (!(p & 15) && l0 == 0)
+                        for (int64_t r = 0; r < npf; r++)
+                            _mm_prefetch((const char *)(wn + r * ldw + p), _MM_HINT_T0);
                     const __m256 av = _mm256_loadu_ps(a);
                     s0 = _mm256_fmadd_ps(av, _mm256_broadcast_ss(w0 + p), s0);
                     s1 = _mm256_fmadd_ps(av, _mm256_broadcast_ss(w1 + p), s1);

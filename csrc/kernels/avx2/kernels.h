@@ -7,6 +7,8 @@
 
 void cattn_ukr_avx2_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
                        const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
+void cattn_ukr_stream_avx2_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
+                               const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
 void cattn_ukr_avx2_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
                        const double *b, int64_t ldb, double *c, int64_t ldc, int acc);
 void cattn_ukr_avx2_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,

@@ -10,6 +10,7 @@ void cattn_kernels_avx2(cattn_dispatch_t *kt)
     kt->int8_kernel = "avx2 (vpmaddwd)";
     kt->ukr_f32 = cattn_ukr_avx2_f32;
     kt->ukr_f64 = cattn_ukr_avx2_f64;
+    kt->ukr_stream_f32 = cattn_ukr_stream_avx2_f32;
     kt->ukr_i8 = cattn_ukr_avx2_i8;
     kt->quant_row_u8 = cattn_quant_row_avx2_u8;
     kt->dotn_f32 = cattn_dotn_avx2_f32;

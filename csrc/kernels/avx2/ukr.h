@@ -12,8 +12,9 @@
 #include <immintrin.h>
 #include "../../common.h"
 
-static inline void ukr_avx2_f32_inl(int64_t k, const float *a, int64_t lak, int64_t lai,
-                                const float *b, int64_t ldb, float *c, int64_t ldc, int acc)
+static inline void ukr_avx2_f32_pf(int64_t k, const float *a, int64_t lak, int64_t lai,
+                                    const float *b, int64_t ldb, float *c, int64_t ldc, int acc,
+                                    int64_t pf)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -21,6 +22,7 @@ static inline void ukr_avx2_f32_inl(int64_t k, const float *a, int64_t lak, int6
                 *a4 = a + 4 * lai, *a5 = a + 5 * lai;
 #pragma GCC unroll 4
     for (int64_t p = 0; p < k; p++) {
+        if (pf) _mm_prefetch((const char *)(b + pf), _MM_HINT_T0);
         const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
         __m256 ai;
         ai = _mm256_broadcast_ss(a0); c00 = _mm256_fmadd_ps(ai, b0, c00); c01 = _mm256_fmadd_ps(ai, b1, c01);
@@ -44,6 +46,12 @@ static inline void ukr_avx2_f32_inl(int64_t k, const float *a, int64_t lak, int6
     ST(0, c00, c01); ST(1, c10, c11); ST(2, c20, c21);
     ST(3, c30, c31); ST(4, c40, c41); ST(5, c50, c51);
 #undef ST
+}
+
+static inline void ukr_avx2_f32_inl(int64_t k, const float *a, int64_t lak, int64_t lai,
+                                const float *b, int64_t ldb, float *c, int64_t ldc, int acc)
+{
+    ukr_avx2_f32_pf(k, a, lak, lai, b, ldb, c, ldc, acc, 0);
 }
 
 static inline void ukr_avx2_f64_inl(int64_t k, const double *a, int64_t lak, int64_t lai,

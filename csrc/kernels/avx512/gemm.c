@@ -17,6 +17,13 @@ void cattn_ukr_avx512_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
     ukr_avx512_f32_inl(k, a, lak, lai, b, ldb, c, ldc, acc);
 }
 
+void cattn_ukr_stream_avx512_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
+                                 const float *b, int64_t ldb, float *c, int64_t ldc, int acc)
+{
+    for (int r = 0; r < 6; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+    ukr_avx512_f32_pf(k, a, lak, lai, b, ldb, c, ldc, acc, CATTN_STREAM_PF);
+}
+
 void cattn_ukr_avx512_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
                           const double *b, int64_t ldb, double *c, int64_t ldc, int acc)
 {

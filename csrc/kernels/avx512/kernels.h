@@ -7,6 +7,8 @@
 
 void cattn_ukr_avx512_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
                           const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
+void cattn_ukr_stream_avx512_f32(int64_t k, const float *a, int64_t lak, int64_t lai,
+                                 const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
 void cattn_ukr_avx512_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
                           const double *b, int64_t ldb, double *c, int64_t ldc, int acc);
 void cattn_ukr2_avx512_f32(int64_t k, const float *a, const float *a2, const float *b,

@@ -1,7 +1,8 @@
 /* kernels/avx512/table.c — the AVX-512 path (F, BW, VL, DQ; VNNI used when
  * present): the AVX2 path's table (every AVX-512 CPU has AVX2 and FMA)
  * with these entries overridden:
- *   ukr_f32/f64, ukr2_f32/f64   zmm micro-kernels (same bits as AVX2's)
+ *   ukr_f32/f64, ukr2_f32/f64,  zmm micro-kernels (same bits as AVX2's)
+ *   ukr_stream_f32
  *   ukr_i8                      16 columns per instruction; vpdpbusd with
  *                               VNNI (exact sums: same bits as AVX2's),
  *                               once it has matched the AVX-512BW kernel
@@ -45,6 +46,7 @@ void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
     kt->name = "avx512";
     kt->ukr_f32 = cattn_ukr_avx512_f32;
     kt->ukr_f64 = cattn_ukr_avx512_f64;
+    kt->ukr_stream_f32 = cattn_ukr_stream_avx512_f32;
     kt->ukr2_f32 = cattn_ukr2_avx512_f32;
     kt->ukr2_f64 = cattn_ukr2_avx512_f64;
     const int use_vnni = vnni && vnni_agrees();

@@ -23,15 +23,18 @@
         ST(cr, v);                                                              \
     } while (0)
 
-static inline void ukr_avx512_f32_inl(int64_t k, const float *a, int64_t lak, int64_t lai,
-                                      const float *b, int64_t ldb, float *c, int64_t ldc,
-                                      int acc)
+/* pf > 0: prefetch b + pf each step (the few-row GEMM's first pass over a
+ * weight streaming from memory: ukr_stream); 0 at every other call site */
+static inline void ukr_avx512_f32_pf(int64_t k, const float *a, int64_t lak, int64_t lai,
+                                     const float *b, int64_t ldb, float *c, int64_t ldc,
+                                     int acc, int64_t pf)
 {
     __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
     const float *a0 = a, *a1 = a + lai, *a2 = a + 2 * lai, *a3 = a + 3 * lai,
                 *a4 = a + 4 * lai, *a5 = a + 5 * lai;
 #pragma GCC unroll 4
     for (int64_t p = 0; p < k; p++) {
+        if (pf) _mm_prefetch((const char *)(b + pf), _MM_HINT_T0);
         const __m512 bv = _mm512_loadu_ps(b);
         c0 = _mm512_fmadd_ps(_mm512_set1_ps(*a0), bv, c0);
         c1 = _mm512_fmadd_ps(_mm512_set1_ps(*a1), bv, c1);
@@ -45,6 +48,13 @@ static inline void ukr_avx512_f32_inl(int64_t k, const float *a, int64_t lak, in
 #define ST(r, v) UKR512_ST(__m512, _mm512_storeu_ps, _mm512_loadu_ps, _mm512_add_ps, c + (r) * ldc, v)
     ST(0, c0); ST(1, c1); ST(2, c2); ST(3, c3); ST(4, c4); ST(5, c5);
 #undef ST
+}
+
+static inline void ukr_avx512_f32_inl(int64_t k, const float *a, int64_t lak, int64_t lai,
+                                      const float *b, int64_t ldb, float *c, int64_t ldc,
+                                      int acc)
+{
+    ukr_avx512_f32_pf(k, a, lak, lai, b, ldb, c, ldc, acc, 0);
 }
 
 static inline void ukr_avx512_f64_inl(int64_t k, const double *a, int64_t lak, int64_t lai,
