@@ -76,6 +76,12 @@ typedef void (*cattn_few_rows_bf16_t)(int64_t k, const float *a, int64_t lda, in
  * (NULL: the driver's loop) */
 typedef void (*cattn_bf16_expand_t)(float *dst, const uint16_t *src, int64_t n);
 
+/* A rows into MR = 6 row panels (float32, rows contiguous: csa = 1;
+ * NULL: the driver's loops): for each panel r of ceil(mc/6),
+ *   dst[r*6*kc + p*6 + i] = A[(6r + i)*rsa + p], 0 for rows past mc */
+typedef void (*cattn_pack_a6_f32_t)(float *dst, const float *A, int64_t rsa, int64_t mc,
+                                    int64_t kc);
+
 /* transposing pack into NR = 16 wide panels (float32; NULL: scalar packing):
  *   dst[jp][p][j] = src[(jp*16 + j)*ld + p] * scale for rows < rows, 0 up to rows_pad */
 typedef void (*cattn_pack_t16_f32_t)(float *dst, const float *src, int64_t ld, int64_t rows,
@@ -172,6 +178,7 @@ typedef struct {
     cattn_dotn_f32_t dotn_f32;
     cattn_dotn_f64_t dotn_f64;
     cattn_pack_t16_f32_t pack_t16_f32;
+    cattn_pack_a6_f32_t pack_a6_f32;
     cattn_bf16_expand_t bf16_expand_f32;
     cattn_rows_tn_f32_t rows_tn_f32;
     cattn_few_rows_f32_t few_rows_f32;

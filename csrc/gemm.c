@@ -23,6 +23,7 @@ typedef cattn_ukr2_f64_t cattn_ukr2_t_f64;
 #define UKR2 cattn_kt.ukr2_f32
 #define UKR_STREAM (cattn_kt.ukr_stream_f32 ? cattn_kt.ukr_stream_f32 : cattn_kt.ukr_f32)
 #define PACK_BT cattn_kt.pack_t16_f32
+#define PACK_A6 cattn_kt.pack_a6_f32
 #define BF16_EXPAND cattn_kt.bf16_expand_f32
 #define ROWS_TN cattn_kt.rows_tn_f32
 #define FEW_ROWS cattn_kt.few_rows_f32

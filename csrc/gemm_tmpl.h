@@ -1,8 +1,9 @@
 /* gemm_tmpl.h — the blocked GEMM driver, written once for T = float and
  * T = double. Included by gemm.c with these macros defined:
  *   T, SFX (f32/f64), MR, NR, KC, MC, NC, and the dispatch entries
- *   UKR, UKR2 (NULL-able: two row panels at once), ACT, ROWS_TN, FEW_ROWS and FEW_BF16 (NULL-able; NULL for double), PACK_BT and
- *   BF16_EXPAND (float only, NULL-able).
+ *   UKR, UKR2 (NULL-able: two row panels at once), UKR_STREAM (the few-row
+ *   path's first pass), ACT, ROWS_TN, FEW_ROWS and FEW_BF16 (NULL-able; NULL
+ *   for double), PACK_BT, PACK_A6 and BF16_EXPAND (float only, NULL-able).
  *
  * C[M,N] = A[M,K] · B[K,N]   (+ bias[N], act)
  * Loops (BLIS): jc (NC) -> pc (KC) -> pack B -> ic (MC) -> pack A
@@ -44,6 +45,12 @@ static void FN(bf16_expand)(T *CATTN_RESTRICT dst, const uint16_t *CATTN_RESTRIC
 static void FN(cattn_pack_a)(T *CATTN_RESTRICT dst, const T *A, int64_t rsa, int64_t csa,
                       int64_t mc, int64_t kc)
 {
+#ifdef PACK_A6
+    if (csa == 1 && MR == 6 && PACK_A6) {      /* rows contiguous (activations) */
+        PACK_A6(dst, A, rsa, mc, kc);
+        return;
+    }
+#endif
     for (int64_t i0 = 0; i0 < mc; i0 += MR, dst += MR * kc) {
         const int64_t mr = cattn_min64(MR, mc - i0);
         const T *a = A + i0 * rsa;
@@ -497,6 +504,7 @@ int FN(cattn_linear_packed)(T *C, int64_t rsc, int64_t csc, const T *A, int64_t 
 #undef MR
 #undef UKR2
 #undef UKR_STREAM
+#undef PACK_A6
 #undef NR
 #undef KC
 #undef MC

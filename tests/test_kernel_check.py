@@ -1,5 +1,6 @@
 """tools/emu/avx512_check.c: the AVX-512 kernels against the AVX2 ones, bit
-for bit, through the C API (GEMM, prepacked and int8 linears, attention).
+for bit, through the C API (GEMM, prepacked and int8 linears, attention) and
+the row kernels' table entries (softmax rows, activations, exp).
 
 On a CPU with AVX-512 the check compares the real kernels. On an AVX2-only
 CPU it can only check itself: with CATTN_CHECK_SELFTEST=1 the AVX2 table
@@ -57,4 +58,5 @@ def test_the_check_passes_equal_kernels_and_fails_different_ones(check):
     # float GEMMs and attention differ from the portable path's bits; the
     # int8 results (exact sums, same epilogue) must not
     assert any("gemm" in f for f in fails) and any("attention" in f for f in fails), out
+    assert any("rows softmax" in f for f in fails) and any("rows exp" in f for f in fails), out
     assert not any("int8" in f for f in fails), out

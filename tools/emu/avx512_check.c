@@ -14,7 +14,10 @@
  *     int32 sums against an int64 computation; the portable path too;
  *   - fused attention float32 / float64: prefill and decode shapes, causal,
  *     masks, GQA, E and Ev off the tile widths; also against a float64
- *     reference within a tolerance.
+ *     reference within a tolerance;
+ *   - the row kernels (softmax / log-softmax rows, activations, exp) on
+ *     lengths around every vector width, with NaN, infinities, signed zeros,
+ *     |x| at the GELU forms' boundary 3 and the exp limits; in place too.
  * Prints one line per check and "ALL DONE failures=N" last.
  * Shape legend: M, N, K (GEMM); B, H, L, S, E, Ev (attention).
  */
@@ -228,6 +231,118 @@ static void attn_case(int dbl, int64_t B, int64_t Hq, int64_t Hkv, int64_t L, in
     free(offk); free(offv); free(offm); free(sc);
 }
 
+/* ------------------------------------------------------------ row kernels
+ * Each entry of the avx512 table against the avx2 one, called directly. */
+static const int64_t row_lens[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65,
+                                   100, 257, 511, 512, 513, 1030};
+#define NLENS ((int)(sizeof row_lens / sizeof row_lens[0]))
+
+/* values of scale `sc`, with specials at a few positions (kind 1: NaN and
+ * infinities; kind 2: zeros and the gelu boundary |x| = 3; kind 3: an all
+ * -inf row) */
+static double row_value(int64_t i, int64_t n, double sc, int kind)
+{
+    if (kind == 3) return -INFINITY;
+    const double u = urand() * sc;
+    if (kind == 1 && n > 4 && i % 13 == 5) return (i / 13) % 3 == 0 ? NAN : (i / 13) % 3 == 1 ? INFINITY : -INFINITY;
+    if (kind == 2 && i % 5 == 2) {
+        const double sp[8] = {-0.0, 0.0, 3.0, -3.0, nextafter(3.0, 4.0), nextafter(-3.0, -4.0), 88.7, -104.0};
+        return sp[(i / 5) % 8];
+    }
+    return u;
+}
+
+/* the same bits, except that any NaN equals any NaN: which NaN's payload
+ * and sign survive an operation with two NaN operands depends on operand
+ * order, which the compiler may swap (a + b = b + a) */
+static int same_f32(const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!(isnan(a[i]) && isnan(b[i])) && memcmp(a + i, b + i, sizeof(float))) return 0;
+    return 1;
+}
+
+static int same_f64(const double *a, const double *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!(isnan(a[i]) && isnan(b[i])) && memcmp(a + i, b + i, sizeof(double))) return 0;
+    return 1;
+}
+
+static void rows_f32(const char *name, int kind_max, double sc,
+                     void (*call)(const cattn_dispatch_t *, float *, const float *, int64_t))
+{
+    int ok = 1, inplace_ok = 1;
+    for (int kind = 0; kind <= kind_max; kind++)
+        for (int l = 0; l < NLENS; l++) {
+            const int64_t n = row_lens[l];
+            float *x = malloc(sizeof(float) * n), *y1 = malloc(sizeof(float) * n),
+                  *y2 = malloc(sizeof(float) * n), *y3 = malloc(sizeof(float) * n);
+            for (int64_t i = 0; i < n; i++) x[i] = (float)row_value(i, n, sc, kind);
+            call(&kt_avx2, y1, x, n);
+            call(&kt_512, y2, x, n);
+            memcpy(y3, x, sizeof(float) * n);
+            call(&kt_512, y3, y3, n);
+            if (!same_f32(y1, y2, n)) ok = 0;
+            if (!same_f32(y1, y3, n)) inplace_ok = 0;
+            free(x); free(y1); free(y2); free(y3);
+        }
+    char what[160];
+    snprintf(what, sizeof what, "rows %s float32 (lengths 1-1030; specials; in place %s)", name,
+             inplace_ok ? "same" : "DIFFERENT");
+    report(what, ok && inplace_ok);
+}
+
+static void rows_f64(const char *name, int kind_max, double sc,
+                     void (*call)(const cattn_dispatch_t *, double *, const double *, int64_t))
+{
+    int ok = 1;
+    for (int kind = 0; kind <= kind_max; kind++)
+        for (int l = 0; l < NLENS; l++) {
+            const int64_t n = row_lens[l];
+            double *x = malloc(sizeof(double) * n), *y1 = malloc(sizeof(double) * n),
+                   *y2 = malloc(sizeof(double) * n);
+            for (int64_t i = 0; i < n; i++) x[i] = row_value(i, n, sc, kind);
+            call(&kt_avx2, y1, x, n);
+            call(&kt_512, y2, x, n);
+            if (!same_f64(y1, y2, n)) ok = 0;
+            free(x); free(y1); free(y2);
+        }
+    char what[160];
+    snprintf(what, sizeof what, "rows %s float64 (lengths 1-1030; specials)", name);
+    report(what, ok);
+}
+
+static void c_smx32(const cattn_dispatch_t *k, float *y, const float *x, int64_t n) { k->softmax_row_f32(y, x, n, 0); }
+static void c_lsm32(const cattn_dispatch_t *k, float *y, const float *x, int64_t n) { k->softmax_row_f32(y, x, n, 1); }
+static void c_smx64(const cattn_dispatch_t *k, double *y, const double *x, int64_t n) { k->softmax_row_f64(y, x, n, 0); }
+static void c_lsm64(const cattn_dispatch_t *k, double *y, const double *x, int64_t n) { k->softmax_row_f64(y, x, n, 1); }
+static void c_relu(const cattn_dispatch_t *k, float *y, const float *x, int64_t n) { k->act_f32(y, x, n, CATTN_ACT_RELU); }
+static void c_gelu(const cattn_dispatch_t *k, float *y, const float *x, int64_t n) { k->act_f32(y, x, n, CATTN_ACT_GELU); }
+static void c_gelut(const cattn_dispatch_t *k, float *y, const float *x, int64_t n) { k->act_f32(y, x, n, CATTN_ACT_GELU_TANH); }
+static void c_silu(const cattn_dispatch_t *k, float *y, const float *x, int64_t n) { k->act_f32(y, x, n, CATTN_ACT_SILU); }
+static void c_exp32(const cattn_dispatch_t *k, float *y, const float *x, int64_t n) { k->exp_f32(y, x, n, 0); }
+static void c_expn32(const cattn_dispatch_t *k, float *y, const float *x, int64_t n) { k->exp_f32(y, x, n, 1); }
+static void c_exp64(const cattn_dispatch_t *k, double *y, const double *x, int64_t n) { k->exp_f64(y, x, n, 0); }
+static void c_expn64(const cattn_dispatch_t *k, double *y, const double *x, int64_t n) { k->exp_f64(y, x, n, 1); }
+
+static void rows_checks(void)
+{
+    rows_f32("softmax", 3, 30.0, c_smx32);
+    rows_f32("log_softmax", 3, 30.0, c_lsm32);
+    rows_f64("softmax", 3, 300.0, c_smx64);
+    rows_f64("log_softmax", 3, 300.0, c_lsm64);
+    rows_f32("relu", 2, 5.0, c_relu);
+    rows_f32("gelu (|x| up to 5)", 2, 5.0, c_gelu);
+    rows_f32("gelu (|x| up to 20)", 2, 20.0, c_gelu);
+    rows_f32("gelu_tanh", 2, 12.0, c_gelut);
+    rows_f32("silu", 2, 40.0, c_silu);
+    rows_f32("exp", 2, 110.0, c_exp32);
+    rows_f32("exp (x <= 0 form)", 2, 110.0, c_expn32);
+    rows_f64("exp", 2, 800.0, c_exp64);
+    rows_f64("exp (x <= 0 form)", 2, 800.0, c_expn64);
+}
+
 static int run(int argc);
 
 /* as a VM's init (pid 1: tools/emu/run.sh), power the machine off after */
@@ -309,6 +424,7 @@ static int run(int argc)
         attn_case(dbl, 2, 4, 4, 5, 70, 17, 31, 1, 1, 2);           /* decode, causal, mask */
         attn_case(dbl, 1, 1, 1, 200, 400, 64, 64, 1, 0, 2);        /* several kv blocks */
     }
+    rows_checks();
     printf("ALL DONE failures=%d checks=%d\n", failures, checks);
     return failures != 0;
 }

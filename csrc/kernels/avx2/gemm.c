@@ -325,4 +325,29 @@ void cattn_pack_t16_avx2_f32(float *qp, const float *Q, int64_t rsq, int64_t br,
         }
     }
 }
+/* A rows into MR = 6 row panels (contract in dispatch.h, pack_a6): per 8
+ * values of K, the 6 rows' 8-value pieces transposed (two zero rows make
+ * it 8 x 8) and written as 8 groups of 6; K tail and edge rows scalar */
+void cattn_pack_a6_avx2_f32(float *dst, const float *A, int64_t rsa, int64_t mc, int64_t kc)
+{
+    const int64_t k8 = kc & ~(int64_t)7;
+    for (int64_t i0 = 0; i0 < mc; i0 += 6, dst += 6 * kc) {
+        const int64_t mr = cattn_min64(6, mc - i0);
+        const float *a = A + i0 * rsa;
+        int64_t p = 0;
+        if (mr == 6)
+            for (; p < k8; p += 8) {
+                __m256 r[8];
+                for (int i = 0; i < 6; i++) r[i] = _mm256_loadu_ps(a + i * rsa + p);
+                r[6] = r[7] = _mm256_setzero_ps();
+                transpose8_ps(r);                   /* r[q] = rows 0-5 at p + q, 0, 0 */
+                float *d = dst + p * 6;
+                for (int q = 0; q < 7; q++) _mm256_storeu_ps(d + 6 * q, r[q]);  /* 2 over: */
+                _mm_storeu_ps(d + 42, _mm256_castps256_ps128(r[7]));         /* rewritten */
+                _mm_storel_pi((__m64 *)(d + 46), _mm256_extractf128_ps(r[7], 1));
+            }
+        for (; p < kc; p++)
+            for (int i = 0; i < 6; i++) dst[p * 6 + i] = i < mr ? a[i * rsa + p] : 0.0f;
+    }
+}
 #endif

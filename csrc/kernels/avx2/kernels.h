@@ -46,6 +46,7 @@ void cattn_rows_tn_avx2_f32(float *c, int64_t ldc, const float *at, int64_t mp,
                             const float *w, int64_t ldw, int64_t n, int64_t K, int64_t kc);
 void cattn_few_rows_avx2_f32(int64_t k, const float *a, int64_t lda, int m, const float *b,
                              int64_t npan, int64_t ps, float *c, int64_t ldc, int acc);
+void cattn_pack_a6_avx2_f32(float *dst, const float *A, int64_t rsa, int64_t mc, int64_t kc);
 void cattn_pack_t16_avx2_f32(float *dst, const float *src, int64_t ld, int64_t rows,
                              int64_t rows_pad, int64_t k, float scale);
 

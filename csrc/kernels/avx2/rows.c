@@ -23,44 +23,7 @@
 #ifdef CATTN_X86
 #include "kernels.h"
 #include "vexp.h"
-
-/* ---- horizontal reductions (fixed order) ---- */
-
-static inline float rows_hmax_ps(__m256 v)
-{
-    __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_max_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_max_ss(a, _mm_shuffle_ps(a, a, 1));
-    return _mm_cvtss_f32(a);
-}
-
-static inline float rows_hsum_ps(__m256 v)
-{
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_add_ss(a, _mm_shuffle_ps(a, a, 1));
-    return _mm_cvtss_f32(a);
-}
-
-static inline double rows_hmax_pd(__m256d v)
-{
-    __m128d a = _mm_max_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-    a = _mm_max_sd(a, _mm_unpackhi_pd(a, a));
-    return _mm_cvtsd_f64(a);
-}
-
-static inline double rows_hsum_pd(__m256d v)
-{
-    __m128d a = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-    a = _mm_add_sd(a, _mm_unpackhi_pd(a, a));
-    return _mm_cvtsd_f64(a);
-}
-
-/* the 8 floats of v widened to two double vectors, summed into a, b */
-#define ROWS_ACC_PS_PD(v, a, b) do {                                             \
-    (a) = _mm256_add_pd((a), _mm256_cvtps_pd(_mm256_castps256_ps128(v)));        \
-    (b) = _mm256_add_pd((b), _mm256_cvtps_pd(_mm256_extractf128_ps((v), 1)));    \
-} while (0)
+#include "simd.h"
 
 /* ======================= softmax rows ======================= */
 

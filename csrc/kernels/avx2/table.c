@@ -16,6 +16,7 @@ void cattn_kernels_avx2(cattn_dispatch_t *kt)
     kt->dotn_f32 = cattn_dotn_avx2_f32;
     kt->dotn_f64 = cattn_dotn_avx2_f64;
     kt->pack_t16_f32 = cattn_pack_t16_avx2_f32;
+    kt->pack_a6_f32 = cattn_pack_a6_avx2_f32;
     kt->bf16_expand_f32 = cattn_bf16_expand_avx2;
     kt->rows_tn_f32 = cattn_rows_tn_avx2_f32;
     kt->few_rows_f32 = cattn_few_rows_avx2_f32;

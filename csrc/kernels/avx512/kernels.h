@@ -22,6 +22,11 @@ void cattn_ukr_avx512vnni_i8(int64_t k2, const uint32_t *a, int m, const int8_t 
                              const int32_t *za, const float *sa, const int32_t *colsum,
                              const float *sw, const float *bias, int act, float *c,
                              int64_t ldc);
+void cattn_softmax_row_avx512_f32(float *y, const float *x, int64_t n, int logsm);
+void cattn_softmax_row_avx512_f64(double *y, const double *x, int64_t n, int logsm);
+void cattn_act_avx512_f32(float *y, const float *x, int64_t n, int act);
+void cattn_exp_avx512_f32(float *y, const float *x, int64_t n, int nonpos);
+void cattn_exp_avx512_f64(double *y, const double *x, int64_t n, int nonpos);
 extern const cattn_attn_kernels cattn_attn_avx512_f32;
 extern const cattn_attn_kernels cattn_attn_avx512_f64;
 

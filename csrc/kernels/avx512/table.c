@@ -8,9 +8,12 @@
  *                               once it has matched the AVX-512BW kernel
  *                               on a test tile at load (vnni_agrees)
  *   attn_f32/f64                the attention tiles on those (same bits)
- * The row kernels (softmax, norms, activations, exp), the few-row and
- * bfloat16 kernels and the packs stay AVX2's: memory-bound at the sizes
- * cattn meets, and their results keep the AVX2 path's bits.
+ *   softmax_row_f32/f64,        the row kernels with arithmetic to gain:
+ *   act_f32, exp_f32/f64        16 floats / 8 doubles a vector (rows.c,
+ *                               act.c; same bits)
+ * The softmax column blocks, layer / RMS norm, the float64 activations, the
+ * few-row and bfloat16 kernels and the packs stay AVX2's: memory-bound at
+ * the sizes cattn meets (or float64, rarely hot); the same bits either way.
  */
 #include "../../dispatch.h"
 
@@ -54,6 +57,11 @@ void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
     kt->int8_kernel = use_vnni ? "avx512 vnni (vpdpbusd)"
                       : vnni ? "avx512bw (vpmaddwd; the VNNI kernel failed its load check)"
                              : "avx512bw (vpmaddwd)";
+    kt->softmax_row_f32 = cattn_softmax_row_avx512_f32;
+    kt->softmax_row_f64 = cattn_softmax_row_avx512_f64;
+    kt->act_f32 = cattn_act_avx512_f32;
+    kt->exp_f32 = cattn_exp_avx512_f32;
+    kt->exp_f64 = cattn_exp_avx512_f64;
     kt->attn_f32 = cattn_attn_avx512_f32;
     kt->attn_f64 = cattn_attn_avx512_f64;
 }
