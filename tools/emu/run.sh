@@ -12,6 +12,8 @@
 # apt-get download (for the kernel), root (mknod). About 10-15 minutes on a
 # 2-core machine (skylake_x: ~8 to boot): the emulator runs some 40 million
 # instructions a second.
+# CATTN_EMU_KARGS replaces the kernel flag "quiet" (e.g. "loglevel=8
+# ignore_loglevel" to see where a boot stops).
 # The kernel is booted without XSAVES/XSAVEC and protection keys: Bochs 2.7
 # reports the compacted XSAVE size and the PKRU state wrong, and Linux 6.1
 # would otherwise turn XSAVE (and with it AVX) off.
@@ -36,7 +38,7 @@ PROMPT 0
 TIMEOUT 0
 LABEL t
   KERNEL vmlinuz
-  APPEND initrd=initrd.gz console=ttyS0 rdinit=/init quiet mitigations=off clearcpuid=xsaves,xsavec,pku,ospke nopku
+  APPEND initrd=initrd.gz console=ttyS0 rdinit=/init ${CATTN_EMU_KARGS:-quiet} mitigations=off clearcpuid=xsaves,xsavec,pku,ospke nopku
 CFG
 xorriso -as mkisofs -quiet -o check.iso -b isolinux/isolinux.bin -c isolinux/boot.cat \
   -no-emul-boot -boot-load-size 4 -boot-info-table iso 2> /dev/null

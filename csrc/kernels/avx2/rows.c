@@ -24,6 +24,7 @@
 #include "kernels.h"
 #include "vexp.h"
 #include "simd.h"
+#include "smx_rest.h"
 
 /* ======================= softmax rows ======================= */
 
@@ -38,7 +39,7 @@ static inline float smx_max_f32(const float *x, int64_t n)
         m2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), m2);
         m3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), m3);
     }
-    for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    m0 = smx_max_rest_f32(m0, x, &i, n);
     float m = rows_hmax_ps(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
     for (; i < n; i++) m = x[i] > m ? x[i] : m;                 /* tail */
     return m;
@@ -67,19 +68,7 @@ static inline double smx_sumexp_f32(float *y, const float *x, int64_t n, float m
         const __m256 t = _mm256_add_ps(_mm256_add_ps(e0, e1), _mm256_add_ps(e2, e3));
         ROWS_ACC_PS_PD(t, d0, d1);
     }
-    for (; i + 8 <= n; i += 8) {
-        __m256 e = cattn_expneg256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-        if (y) _mm256_storeu_ps(y + i, e);
-        ROWS_ACC_PS_PD(e, d0, d1);
-    }
-    if (i < n) {                                                /* tail: -inf pads give 0 */
-        float buf[8] __attribute__((aligned(32)));
-        const int64_t r = n - i;
-        for (int k = 0; k < 8; k++) buf[k] = k < r ? x[i + k] : -INFINITY;
-        __m256 e = cattn_expneg256_ps(_mm256_sub_ps(_mm256_load_ps(buf), vm));
-        if (y) { _mm256_store_ps(buf, e); memcpy(y + i, buf, sizeof(float) * (size_t)r); }
-        ROWS_ACC_PS_PD(e, d0, d1);
-    }
+    smx_sumexp_rest_f32(y, x, i, n, m, &d0, &d1);
     return rows_hsum_pd(_mm256_add_pd(d0, d1));
 }
 
@@ -115,7 +104,7 @@ static inline double smx_max_f64(const double *x, int64_t n)
         m2 = _mm256_max_pd(_mm256_loadu_pd(x + i + 8), m2);
         m3 = _mm256_max_pd(_mm256_loadu_pd(x + i + 12), m3);
     }
-    for (; i + 4 <= n; i += 4) m0 = _mm256_max_pd(_mm256_loadu_pd(x + i), m0);
+    m0 = smx_max_rest_f64(m0, x, &i, n);
     double m = rows_hmax_pd(_mm256_max_pd(_mm256_max_pd(m0, m1), _mm256_max_pd(m2, m3)));
     for (; i < n; i++) m = x[i] > m ? x[i] : m;
     return m;
@@ -142,19 +131,7 @@ static inline double smx_sumexp_f64(double *y, const double *x, int64_t n, doubl
         s2 = _mm256_add_pd(s2, e2);
         s3 = _mm256_add_pd(s3, e3);
     }
-    for (; i + 4 <= n; i += 4) {
-        __m256d e = cattn_expneg256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i), vm));
-        if (y) _mm256_storeu_pd(y + i, e);
-        s0 = _mm256_add_pd(s0, e);
-    }
-    if (i < n) {                                                /* tail */
-        double buf[4] __attribute__((aligned(32)));
-        const int64_t r = n - i;
-        for (int k = 0; k < 4; k++) buf[k] = k < r ? x[i + k] : -INFINITY;
-        __m256d e = cattn_expneg256_pd(_mm256_sub_pd(_mm256_load_pd(buf), vm));
-        if (y) { _mm256_store_pd(buf, e); memcpy(y + i, buf, sizeof(double) * (size_t)r); }
-        s0 = _mm256_add_pd(s0, e);
-    }
+    s0 = smx_sumexp_rest_f64(y, x, i, n, m, s0);
     return rows_hsum_pd(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
 }
 

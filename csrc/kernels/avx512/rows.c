@@ -6,7 +6,8 @@
  *     (lanes 0-7 / 8-15 = accumulators 0 / 1, 2 / 3): the same lane chains;
  *   - where the AVX2 kernel adds two of its vectors together, their two
  *     halves are added as ymm in the same pairing; the 8-wide rest, the tail
- *     and the horizontal steps are the AVX2 code itself (kernels/avx2/simd.h).
+ *     and the horizontal steps are the AVX2 code itself (kernels/avx2/simd.h,
+ *     smx_rest.h).
  * Not here (the avx512 path keeps AVX2's): softmax column blocks, layer norm
  * and RMS norm, memory-bound at every size cattn meets.
  * Row length n; y may equal x.
@@ -20,6 +21,7 @@
 #include "vexp.h"
 #include "../avx2/vexp.h"
 #include "../avx2/simd.h"
+#include "../avx2/smx_rest.h"
 
 #define LO8(v) _mm512_castps512_ps256(v)
 #define HI8(v) _mm512_extractf32x8_ps((v), 1)
@@ -36,8 +38,7 @@ static inline float smx512_max_f32(const float *x, int64_t n)
         m01 = _mm512_max_ps(_mm512_loadu_ps(x + i), m01);
         m23 = _mm512_max_ps(_mm512_loadu_ps(x + i + 16), m23);
     }
-    __m256 m0 = LO8(m01);
-    for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    const __m256 m0 = smx_max_rest_f32(LO8(m01), x, &i, n);
     float m = rows_hmax_ps(_mm256_max_ps(_mm256_max_ps(m0, HI8(m01)),
                                          _mm256_max_ps(LO8(m23), HI8(m23))));
     for (; i < n; i++) m = x[i] > m ? x[i] : m;                 /* tail */
@@ -62,21 +63,8 @@ static inline double smx512_sumexp_f32(float *y, const float *x, int64_t n, floa
                                        _mm256_add_ps(LO8(e23), HI8(e23)));
         d01 = _mm512_add_pd(d01, _mm512_cvtps_pd(t));
     }
-    const __m256 vm8 = _mm256_set1_ps(m);
     __m256d d0 = LO4(d01), d1 = HI4(d01);
-    for (; i + 8 <= n; i += 8) {
-        __m256 e = cattn_expneg256_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm8));
-        if (y) _mm256_storeu_ps(y + i, e);
-        ROWS_ACC_PS_PD(e, d0, d1);
-    }
-    if (i < n) {                                                /* tail: -inf pads give 0 */
-        float buf[8] __attribute__((aligned(32)));
-        const int64_t r = n - i;
-        for (int k = 0; k < 8; k++) buf[k] = k < r ? x[i + k] : -INFINITY;
-        __m256 e = cattn_expneg256_ps(_mm256_sub_ps(_mm256_load_ps(buf), vm8));
-        if (y) { _mm256_store_ps(buf, e); memcpy(y + i, buf, sizeof(float) * (size_t)r); }
-        ROWS_ACC_PS_PD(e, d0, d1);
-    }
+    smx_sumexp_rest_f32(y, x, i, n, m, &d0, &d1);
     return rows_hsum_pd(_mm256_add_pd(d0, d1));
 }
 
@@ -121,8 +109,7 @@ static inline double smx512_max_f64(const double *x, int64_t n)
         m01 = _mm512_max_pd(_mm512_loadu_pd(x + i), m01);
         m23 = _mm512_max_pd(_mm512_loadu_pd(x + i + 8), m23);
     }
-    __m256d m0 = LO4(m01);
-    for (; i + 4 <= n; i += 4) m0 = _mm256_max_pd(_mm256_loadu_pd(x + i), m0);
+    const __m256d m0 = smx_max_rest_f64(LO4(m01), x, &i, n);
     double m = rows_hmax_pd(_mm256_max_pd(_mm256_max_pd(m0, HI4(m01)),
                                           _mm256_max_pd(LO4(m23), HI4(m23))));
     for (; i < n; i++) m = x[i] > m ? x[i] : m;
@@ -145,21 +132,7 @@ static inline double smx512_sumexp_f64(double *y, const double *x, int64_t n, do
         s01 = _mm512_add_pd(s01, e01);
         s23 = _mm512_add_pd(s23, e23);
     }
-    const __m256d vm4 = _mm256_set1_pd(m);
-    __m256d s0 = LO4(s01);
-    for (; i + 4 <= n; i += 4) {
-        __m256d e = cattn_expneg256_pd(_mm256_sub_pd(_mm256_loadu_pd(x + i), vm4));
-        if (y) _mm256_storeu_pd(y + i, e);
-        s0 = _mm256_add_pd(s0, e);
-    }
-    if (i < n) {                                                /* tail */
-        double buf[4] __attribute__((aligned(32)));
-        const int64_t r = n - i;
-        for (int k = 0; k < 4; k++) buf[k] = k < r ? x[i + k] : -INFINITY;
-        __m256d e = cattn_expneg256_pd(_mm256_sub_pd(_mm256_load_pd(buf), vm4));
-        if (y) { _mm256_store_pd(buf, e); memcpy(y + i, buf, sizeof(double) * (size_t)r); }
-        s0 = _mm256_add_pd(s0, e);
-    }
+    const __m256d s0 = smx_sumexp_rest_f64(y, x, i, n, m, LO4(s01));
     return rows_hsum_pd(_mm256_add_pd(_mm256_add_pd(s0, HI4(s01)),
                                       _mm256_add_pd(LO4(s23), HI4(s23))));
 }
