@@ -46,6 +46,11 @@ def inputs(case):
             M, K, N = s
             args = (rng.standard_normal((M, K)).astype(dt), rng.standard_normal((K, N)).astype(dt))
             fn = lambda a=args: cattn.matmul(*a)
+        elif k == "row":                  # row kernels on a (rows, n) array
+            x = (rng.standard_normal(s) * 3).astype(dt)
+            op = {"gelu": cattn.gelu, "softmax": cattn.softmax, "silu": cattn.silu,
+                  "exp": cattn._ext.vexp}[case["op"]]
+            fn = lambda: op(x)
         elif k == "int8":
             M, K, N = s
             x = rng.standard_normal((M, K)).astype(np.float32)
@@ -79,12 +84,17 @@ CASES = [
     ("sdpa f32 (1,8,2048,2048,64)", "attn", (1, 8, 2048, 2048, 64), {}),
     ("sdpa f32 causal (1,12,1024,1024,64)", "attn", (1, 12, 1024, 1024, 64), {"causal": True}),
     ("sdpa f64 (1,4,512,512,64)", "attn", (1, 4, 512, 512, 64), {"f64": True}),
+    ("gelu f32 (1024, 3072)", "row", (1024, 3072), {"op": "gelu"}),
+    ("softmax f32 (4096, 1024)", "row", (4096, 1024), {"op": "softmax"}),
+    ("silu f32 (1024, 3072)", "row", (1024, 3072), {"op": "silu"}),
+    ("exp f32 (4096, 1024)", "row", (4096, 1024), {"op": "exp"}),
 ]
 QUICK = [
     ("gemm f32 256x256x256", "gemm", (256, 256, 256), {}),
     ("gemm f64 128x128x128", "gemm", (128, 128, 128), {"f64": True}),
     ("linear int8 256 rows 384->512", "int8", (256, 384, 512), {}),
     ("sdpa f32 (1,2,128,128,64)", "attn", (1, 2, 128, 128, 64), {}),
+    ("gelu f32 (64, 1000)", "row", (64, 1000), {"op": "gelu"}),
 ]
 
 

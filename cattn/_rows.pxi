@@ -110,7 +110,7 @@ def activation(cnp.ndarray y, int64_t ys, cnp.ndarray x, int64_t xs,
 
 def vexp(x, bint nonpositive=False):
     """Test hook: exp of a float32 / float64 array through the selected
-    kernel path's vector exp (AVX2 or portable), single-threaded. Returns a
+    kernel path's vector exp (AVX-512, AVX2 or portable), single-threaded. Returns a
     new C-contiguous array of x's shape and dtype. nonpositive=True: the
     variant for x <= 0 used by softmax and the activations (its results for
     x > 0 are meaningless)."""
