@@ -39,6 +39,7 @@
  * (results do not depend on threads), and takes one more thread per this
  * much work (M*N*K). */
 #define CATTN_GEMV_CHUNK 192
+#define CATTN_GEMV_WORK_PER_THREAD 65536.0
 
 /* The few-row GEMM's first pass over prepacked float32 panels (the weight
  * streaming from memory) prefetches this many floats ahead of its reads:
@@ -47,7 +48,6 @@
 #ifndef CATTN_STREAM_PF
 #define CATTN_STREAM_PF 2048
 #endif
-#define CATTN_GEMV_WORK_PER_THREAD 65536.0
 
 /* Below this many flops (2*M*N*K) a GEMM runs on one thread. */
 #define CATTN_GEMM_MIN_FLOPS_PER_THREAD (1 << 18)

@@ -170,7 +170,7 @@ typedef struct {
     cattn_gemm_blocks gemm_f32, gemm_f64;   /* KC, MC, NC for this CPU (cpuinfo.h) */
     cattn_ukr_f32_t ukr_f32;
     cattn_ukr_f64_t ukr_f64;
-    cattn_ukr_f32_t ukr_stream_f32;         /* NULL-able: ukr_f32 (see below) */
+    cattn_ukr_f32_t ukr_stream_f32;         /* NULL-able: ukr_f32 (see above) */
     cattn_ukr2_f32_t ukr2_f32;
     cattn_ukr2_f64_t ukr2_f64;
     cattn_ukr_i8_t ukr_i8;
