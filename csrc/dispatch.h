@@ -93,7 +93,9 @@ typedef void (*cattn_pack_t16_f32_t)(float *dst, const float *src, int64_t ld, i
  *   c[i*ldc + j] = ((float)(acc[i][j] - za[i] * colsum[j]) * sa[i]) * sw[j]
  * for i < m (1..MR), j < 16, MR = CATTN_MR_I8; each * rounded on its own (no
  * FMA), int32 -> float to nearest. a: a packed A panel, (k2, MR) uint32
- * pairs of u8 values (lo = bits 0-15, hi = bits 16-31); b: a packed weight
+ * pairs of u8 values (lo = bits 0-15, hi = bits 16-31), or when the table's
+ * i8_quads is 1, (ceil(k2/2), MR) uint32 quads (bytes a[4q] .. a[4q+3],
+ * low byte first; the sums are the same); b: a packed weight
  * panel (int8, cattn.h states the layout); za, sa: the m rows'; colsum, sw:
  * the panel's 16 columns. Then c += bias[j] when bias is not NULL (16
  * values) and c = act(c) (CATTN_ACT_*), each element as this path's
@@ -167,6 +169,7 @@ typedef struct {
 typedef struct {
     const char *name;
     const char *int8_kernel;                /* which int8 micro-kernel ukr_i8 is */
+    int i8_quads;                           /* ukr_i8 reads A in quads (above) */
     cattn_gemm_blocks gemm_f32, gemm_f64;   /* KC, MC, NC for this CPU (cpuinfo.h) */
     cattn_ukr_f32_t ukr_f32;
     cattn_ukr_f64_t ukr_f64;

@@ -12,7 +12,8 @@
  * all N and quantizes its own rows first) -> per MR-row panel: the
  * micro-kernel on each 16-column panel over the whole K with the whole
  * epilogue (zero point, scales, bias, activation) in registers, stored
- * into C (or a row buffer for partial panels and strided C). Legend: M rows, N outputs, K inputs, k2 = ceil(K/2).
+ * into C (or a row buffer for partial panels and strided C). Legend: M rows, N outputs, K inputs, k2 = ceil(K/2),
+ * ka = the packed A's words per row (a_words).
  */
 #include <math.h>
 #include <string.h>
@@ -95,22 +96,42 @@ void cattn_quantize_rows(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const
 }
 
 /* rows [i0, i1) of q (u8; row i at q0 + (i - i0) K) into MR-row panels of
- * pairs (MR = CATTN_MR_I8):
- * A[(i/MR)*MR*k2 + p*MR + i%MR] = q[i, 2p] | q[i, 2p+1] << 16 (0 past K and M) */
-static void pack_pairs(uint32_t *A, const uint8_t *q0, int64_t i0, int64_t i1, int64_t M,
-                       int64_t K, int64_t k2)
+ * ka words per row (MR = CATTN_MR_I8; 0 past K and M), as the path's
+ * micro-kernel reads them (dispatch.h):
+ *   pairs (ka = ceil(K/2)): A[(i/MR)*MR*ka + p*MR + i%MR] = q[i, 2p] | q[i, 2p+1] << 16
+ *   quads (ka = ceil(K/4)): ... + q*MR + i%MR] = q[i, 4q] | q[i, 4q+1] << 8 | .. << 24 */
+static void pack_rows(uint32_t *A, const uint8_t *q0, int64_t i0, int64_t i1, int64_t M,
+                      int64_t K, int64_t ka)
 {
+    const int quads = cattn_kt.i8_quads;
+    const int g = quads ? 4 : 2, sh = quads ? 8 : 16;
     for (int64_t i = i0; i < i1; i++) {
-        uint32_t *dst = A + (i / QMR) * QMR * k2 + i % QMR;
+        uint32_t *dst = A + (i / QMR) * QMR * ka + i % QMR;
         if (i >= M) {
-            for (int64_t p = 0; p < k2; p++) dst[p * QMR] = 0;
+            for (int64_t p = 0; p < ka; p++) dst[p * QMR] = 0;
             continue;
         }
         const uint8_t *r = q0 + (i - i0) * K;
-        for (int64_t p = 0; p < K / 2; p++)
-            dst[p * QMR] = (uint32_t)r[2 * p] | (uint32_t)r[2 * p + 1] << 16;
-        if (K % 2) dst[(k2 - 1) * QMR] = r[K - 1];
+        const int64_t whole = K / g;
+        if (quads)
+            for (int64_t p = 0; p < whole; p++)
+                dst[p * QMR] = (uint32_t)r[4 * p] | (uint32_t)r[4 * p + 1] << 8 |
+                               (uint32_t)r[4 * p + 2] << 16 | (uint32_t)r[4 * p + 3] << 24;
+        else
+            for (int64_t p = 0; p < whole; p++)
+                dst[p * QMR] = (uint32_t)r[2 * p] | (uint32_t)r[2 * p + 1] << 16;
+        if (whole < ka) {                                   /* the last, partial word */
+            uint32_t v = 0;
+            for (int64_t k = whole * g; k < K; k++) v |= (uint32_t)r[k] << (sh * (k - whole * g));
+            dst[whole * QMR] = v;
+        }
     }
+}
+
+/* words per packed row of A for the path's micro-kernel */
+static inline int64_t a_words(int64_t K)
+{
+    return cattn_kt.i8_quads ? cattn_cdiv(K, 4) : cattn_cdiv(K, 2);
 }
 
 typedef struct {
@@ -164,7 +185,7 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
 {
     cattn_init();
     if (M <= 0 || N <= 0) return CATTN_OK;
-    const int64_t k2 = cattn_cdiv(K, 2), mp = cattn_round_up(M, QMR);
+    const int64_t k2 = cattn_cdiv(K, 2), ka = a_words(K), mp = cattn_round_up(M, QMR);
     const int64_t nrb = cattn_cdiv(M, CATTN_QGEMM_MC), ncb = cattn_cdiv(N, CATTN_QGEMM_NC);
     const int64_t npanels = cattn_cdiv(M, QMR);
     const double work = (double)M * (double)N * (double)K;
@@ -175,12 +196,12 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
      * barrier, its pairs stay in L2); else (few rows, e.g. one sentence)
      * all rows are quantized first and tasks split the columns too */
     const int by_rows = nrb >= 4 * (int64_t)nt;
-    /* scratch: A pairs (mp x k2 u32; by_rows: one QMC-row block per
+    /* scratch: A words (mp x ka u32; by_rows: one QMC-row block per
      * thread), sa, za, bad; per thread: one panel's u8 rows (MR x K, in L1
      * between quantizing and packing) */
-    const size_t blk = sizeof(uint32_t) * (size_t)(cattn_round_up(CATTN_QGEMM_MC, QMR) * k2);
+    const size_t blk = sizeof(uint32_t) * (size_t)(cattn_round_up(CATTN_QGEMM_MC, QMR) * ka);
     const size_t asz = cattn_round_up(by_rows ? blk * (size_t)nt
-                                              : sizeof(uint32_t) * (size_t)(mp * k2), 64);
+                                              : sizeof(uint32_t) * (size_t)(mp * ka), 64);
     const size_t rsz = cattn_round_up((size_t)M * (2 * sizeof(float) + 1), 64);
     const size_t qsz = cattn_round_up((size_t)(QMR * K), 64);
     uint8_t *mem = cattn_aligned_alloc(asz + rsz + qsz * (size_t)nt);
@@ -210,11 +231,11 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
                     for (int64_t i = i0; i < i1; i++)
                         quant_one(q + (i - i0) * K, sa + i, za + i, bad + i, A + i * rsa, csa, K);
                     /* rows relative to the block (r0 is a multiple of MR) */
-                    pack_pairs(Ab, q, i0 - r0, i0 - r0 + QMR, M - r0, K, k2);
+                    pack_rows(Ab, q, i0 - r0, i0 - r0 + QMR, M - r0, K, ka);
                 }
                 for (int64_t c0 = 0; c0 < N; c0 += CATTN_QGEMM_NC)
                     for (int64_t r = r0; r < r1; r += QMR)
-                        qgemm_panel(&g, Ab + (r - r0) * k2, r, (int)cattn_min64(QMR, r1 - r), c0,
+                        qgemm_panel(&g, Ab + (r - r0) * ka, r, (int)cattn_min64(QMR, r1 - r), c0,
                                     cattn_min64(CATTN_QGEMM_NC, N - c0), buf);
             }
         } else {
@@ -223,7 +244,7 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
                 const int64_t i0 = ip * QMR, i1 = cattn_min64(M, i0 + QMR);
                 for (int64_t i = i0; i < i1; i++)
                     quant_one(q + (i - i0) * K, sa + i, za + i, bad + i, A + i * rsa, csa, K);
-                pack_pairs(Ap, q, i0, i0 + QMR, M, K, k2);
+                pack_rows(Ap, q, i0, i0 + QMR, M, K, ka);
             }
             CATTN_OMP(omp for schedule(dynamic, 1))
             for (int64_t t = 0; t < nrb * ncb; t++) {          /* QMC x QNC tasks */
@@ -231,7 +252,7 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
                 const int64_t r1 = cattn_min64(M, r0 + CATTN_QGEMM_MC);
                 const int64_t nc = cattn_min64(CATTN_QGEMM_NC, N - c0);
                 for (int64_t r = r0; r < r1; r += QMR)
-                    qgemm_panel(&g, Ap + r * k2, r, (int)cattn_min64(QMR, r1 - r), c0, nc, buf);
+                    qgemm_panel(&g, Ap + r * ka, r, (int)cattn_min64(QMR, r1 - r), c0, nc, buf);
             }
         }
     }
@@ -247,19 +268,19 @@ int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M,
     cattn_init();
     (void)n_threads;
     if (M <= 0 || N <= 0) return CATTN_OK;
-    const int64_t k2 = cattn_cdiv(K, 2), mp = cattn_round_up(M, QMR);
-    const size_t asz = cattn_round_up(sizeof(uint32_t) * (size_t)(mp * k2), 64);
+    const int64_t k2 = cattn_cdiv(K, 2), ka = a_words(K), mp = cattn_round_up(M, QMR);
+    const size_t asz = cattn_round_up(sizeof(uint32_t) * (size_t)(mp * ka), 64);
     uint8_t *mem = cattn_aligned_alloc(asz + 64);
     if (!mem) return CATTN_ENOMEM;
     uint32_t *Ap = (uint32_t *)mem;
-    pack_pairs(Ap, qa, 0, mp, M, K, k2);
+    pack_rows(Ap, qa, 0, mp, M, K, ka);
     static const int32_t zero[QNR > QMR ? QNR : QMR];
     float one[QNR > QMR ? QNR : QMR], tile[QMR * QNR];
     for (int i = 0; i < (QNR > QMR ? QNR : QMR); i++) one[i] = 1.0f;
     for (int64_t r = 0; r < M; r += QMR) {
         const int mr = (int)cattn_min64(QMR, M - r);
         for (int64_t c = 0; c < N; c += QNR) {
-            cattn_kt.ukr_i8(k2, Ap + r * k2, mr, P + (c / QNR) * k2 * 2 * QNR, zero, one,
+            cattn_kt.ukr_i8(k2, Ap + r * ka, mr, P + (c / QNR) * k2 * 2 * QNR, zero, one,
                             zero, one, NULL, CATTN_ACT_NONE, tile, QNR);
             for (int i = 0; i < mr; i++)
                 for (int64_t j = 0; j < cattn_min64(QNR, N - c); j++)

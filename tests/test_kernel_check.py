@@ -60,3 +60,22 @@ def test_the_check_passes_equal_kernels_and_fails_different_ones(check):
     assert any("gemm" in f for f in fails) and any("attention" in f for f in fails), out
     assert any("rows softmax" in f for f in fails) and any("rows exp" in f for f in fails), out
     assert not any("int8" in f for f in fails), out
+
+
+SIMDE = os.path.join(ROOT, "tools", "emu", "simde.sh")
+
+
+@pytest.mark.skipif(not (cattn._ext.cpu_has_avx2_fma()
+                         and os.path.exists("/usr/include/simde/x86/avx512.h")),
+                    reason="needs AVX2 + FMA and SIMDe's headers (Debian: libsimde-dev)")
+def test_avx512_int8_kernels_on_simde_equal_avx2_bits(tmp_path):
+    """The AVX-512BW and VNNI int8 kernels (A in pairs / in quads) compiled
+    against SIMDe's portable AVX-512 intrinsics: the VNNI kernel must pass
+    its load check and every int8 linear must give the AVX2 path's bits and
+    the exact int64 sums, on any AVX2 CPU."""
+    r = subprocess.run(["sh", SIMDE], env=dict(os.environ, CATTN_SIMDE_OUT=str(tmp_path / "c")),
+                       capture_output=True, text=True, timeout=600)
+    out = r.stdout
+    assert r.returncode == 0 and "ALL DONE failures=0" in out, (out + r.stderr)[-4000:]
+    assert "ok   int8: the VNNI kernel passed its load check" in out, out
+    assert out.count("avx512 vnni (vpdpbusd); exact sums") >= 10, out

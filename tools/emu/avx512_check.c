@@ -372,6 +372,12 @@ static int run(int argc)
     kt_base = cattn_kt;
     have512 = strstr(cattn_available_paths(), "avx512") != NULL;
     vnni = cpu->avx512_vnni;
+#ifdef CATTN_SIMDE
+    /* tools/emu/simde.sh: the AVX-512 kernels are SIMDe's portable code */
+    printf("SIMDE: the AVX-512 kernels run as SIMDe's portable intrinsics (VNNI included)\n");
+    have512 = cpu->avx2 && cpu->fma;
+    vnni = have512;
+#endif
     /* CATTN_CHECK_SELFTEST=1: the AVX2 table in the AVX-512 slots (checks
      * this program, not the AVX-512 kernels, on any AVX2 CPU); =2: the
      * portable table there (whose float sums differ: the checks must fail) */
@@ -400,6 +406,12 @@ static int run(int argc)
         cattn_kernels_avx512(&kt_512, vnni);
         cattn_kernels_avx512(&kt_512bw, 0);
     }
+    if (vnni && !selftest)
+        report("int8: the VNNI kernel passed its load check (kernels/avx512/table.c vnni_agrees)",
+               strstr(kt_512.int8_kernel, "failed") == NULL);
+#ifdef CATTN_SIMDE
+    goto int8_only;    /* tools/emu/simde.sh: the other kernels are not SIMDe's */
+#endif
     const int64_t sizes[][3] = {{1, 1, 1}, {5, 17, 3}, {12, 16, 8}, {13, 33, 257}, {24, 48, 64},
                                 {37, 70, 300}, {100, 129, 513}, {250, 40, 31}};
     for (int s = 0; s < 8; s++)
@@ -410,12 +422,19 @@ static int run(int argc)
     for (int64_t m = 1; m <= 13; m += 3) packed_case(m, 70, 300, 1);
     packed_case(40, 48, 600, 2);
     packed_case(300, 33, 129, 2);
+#ifdef CATTN_SIMDE
+int8_only:;
+#endif
     /* tiles of 1-5 rows (MR_I8 = 5): 1, 2, 3, 4, 5, 5+3, 5+4, 5+5+3, 8x5+1;
      * 200 rows on one thread: the row-block tasks */
     const int64_t qs[][3] = {{1, 16, 2}, {2, 17, 5}, {3, 17, 5}, {4, 40, 31}, {5, 33, 64},
                              {8, 64, 768}, {9, 20, 7}, {13, 100, 129}, {41, 16, 40},
                              {200, 70, 300}};
     for (int s = 0; s < 10; s++) int8_case(qs[s][0], qs[s][1], qs[s][2], s % 3 == 1 ? CATTN_ACT_GELU : s % 3 == 2 ? CATTN_ACT_RELU : CATTN_ACT_NONE, 1 + s % 2);
+#ifdef CATTN_SIMDE
+    printf("ALL DONE failures=%d checks=%d (int8 only: SIMDe)\n", failures, checks);
+    return failures != 0;
+#endif
     for (int dbl = 0; dbl < 2; dbl++) {
         attn_case(dbl, 1, 2, 2, 40, 40, 32, 32, 0, 0, 1);
         attn_case(dbl, 2, 4, 2, 100, 130, 64, 48, 1, 0, 2);

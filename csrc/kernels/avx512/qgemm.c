@@ -1,17 +1,20 @@
-/* kernels/avx512/qgemm.c — the int8 micro-kernel on AVX-512 (contract in
- * dispatch.h, cattn_ukr_i8_t): c (m x 16 int32) = sum over k pairs of u8
- * pairs x s8 pairs, then the AVX2 path's epilogue (same bits).
+/* kernels/avx512/qgemm.c — the int8 micro-kernels on AVX-512 (contract in
+ * dispatch.h, cattn_ukr_i8_t): c (m x 16 int32) = sum over k of u8 x s8,
+ * then the AVX2 path's epilogue (same bits).
  *
- * Both forms are exact by construction, like the AVX2 kernel: the pair's
- * 16 columns x 2 weights are sign-extended to 32 words in one zmm
- * (vpmovsxbw: lane j = column j's two weights as s16); row i's pair word
- * (u8 a0 in bits 0-15, a1 in bits 16-31) is broadcast;
- *   AVX-512BW:   vpmaddwd (a0 w0 + a1 w1, |.| <= 2 * 255 * 127, no
- *                saturation) then vpaddd into the row's accumulator;
- *   AVX512_VNNI: vpdpbusd, which adds u8 x s8 byte products in 32 bits
- *                with no intermediate saturation: the word's bytes are
- *                (a0, 0, a1, 0) and the lane's (w0, sign, w1, sign), so the
- *                four products are a0 w0 + 0 + a1 w1 + 0: the same sum.
+ * Both are exact by construction, like the AVX2 kernel:
+ *   AVX-512BW (A in pairs): the pair's 16 columns x 2 weights are
+ *     sign-extended to 32 words in one zmm (vpmovsxbw: lane j = column j's
+ *     two weights as s16); row i's pair word (u8 a0 in bits 0-15, a1 in
+ *     bits 16-31) is broadcast; vpmaddwd (a0 w0 + a1 w1, |.| <= 2 * 255 *
+ *     127, no saturation) then vpaddd into the row's accumulator.
+ *   AVX512_VNNI (A in quads, dispatch.h i8_quads): two pairs of the panel
+ *     (64 bytes) are one zmm; vpermw puts column j's 4 weights (k = 4q ..
+ *     4q+3) in lane j; row i's quad word (4 u8) is broadcast; vpdpbusd adds
+ *     the 4 u8 x s8 products to the lane in 32 bits with no intermediate
+ *     saturation (|sum| <= 4 * 255 * 127). 64 multiply-adds per
+ *     instruction, one permute per 5 rows; an odd last pair is loaded alone
+ *     (its upper 32 bytes zero; the quad's a2, a3 are 0 past K anyway).
  * 16 columns per instruction (AVX2: 8), one zmm accumulator per row (m <= 5).
  */
 #include "../../dispatch.h"
@@ -25,43 +28,63 @@
 #error "kernels/avx512/qgemm.c: the tile has 5 rows (config.h CATTN_MR_I8)"
 #endif
 
-#define SUMS_BODY(STEP)                                                           \
-    __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0, c4 = c0;        \
-    for (int64_t p = 0; p < k2; p++, a += 5, b += 32) {                             \
-        const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)b)); \
-        c0 = STEP(c0, _mm512_set1_epi32((int)a[0]), w);                             \
-        if (M > 1) c1 = STEP(c1, _mm512_set1_epi32((int)a[1]), w);                  \
-        if (M > 2) c2 = STEP(c2, _mm512_set1_epi32((int)a[2]), w);                  \
-        if (M > 3) c3 = STEP(c3, _mm512_set1_epi32((int)a[3]), w);                  \
-        if (M > 4) c4 = STEP(c4, _mm512_set1_epi32((int)a[4]), w);                  \
-    }                                                                               \
-    _mm512_store_si512((__m512i *)acc, c0);                                         \
-    if (M > 1) _mm512_store_si512((__m512i *)(acc + 16), c1);                       \
-    if (M > 2) _mm512_store_si512((__m512i *)(acc + 32), c2);                       \
-    if (M > 3) _mm512_store_si512((__m512i *)(acc + 48), c3);                       \
-    if (M > 4) _mm512_store_si512((__m512i *)(acc + 64), c4)
+/* the VNNI functions' target (tools/emu/simde.sh builds this file with
+ * SIMDe's portable AVX-512 and no AVX-512 code generation: CATTN_SIMDE) */
+#ifdef CATTN_SIMDE
+#define TARGET_VNNI
+#else
+#define TARGET_VNNI __attribute__((target("avx512vnni")))
+#endif
 
-static inline __m512i step_bw(__m512i c, __m512i a, __m512i w)
-{
-    return _mm512_add_epi32(c, _mm512_madd_epi16(a, w));
-}
-
+/* AVX-512BW, A in pairs: a (k2, MR) pair words, b the panel's k2 pairs */
 static inline __attribute__((always_inline)) void sums_bw(int64_t k2, const uint32_t *a,
                                                           const int8_t *b, int32_t *acc, const int M)
 {
-    SUMS_BODY(step_bw);
+#define BWSTEP(i, ci)                                                                   \
+    if (M > i) ci = _mm512_add_epi32(ci, _mm512_madd_epi16(_mm512_set1_epi32((int)a[i]), w))
+    __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0, c4 = c0;
+    for (int64_t p = 0; p < k2; p++, a += 5, b += 32) {
+        const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)b));
+        BWSTEP(0, c0); BWSTEP(1, c1); BWSTEP(2, c2); BWSTEP(3, c3); BWSTEP(4, c4);
+    }
+#undef BWSTEP
+    _mm512_store_si512((__m512i *)acc, c0);
+    if (M > 1) _mm512_store_si512((__m512i *)(acc + 16), c1);
+    if (M > 2) _mm512_store_si512((__m512i *)(acc + 32), c2);
+    if (M > 3) _mm512_store_si512((__m512i *)(acc + 48), c3);
+    if (M > 4) _mm512_store_si512((__m512i *)(acc + 64), c4);
 }
 
-__attribute__((target("avx512vnni"))) static inline __m512i step_vnni(__m512i c, __m512i a,
-                                                                      __m512i w)
-{
-    return _mm512_dpbusd_epi32(c, a, w);
-}
+/* vpermw's index: lane j (words 2j, 2j+1) = words j and 16 + j of the two
+ * pairs: (w[j, 4q], w[j, 4q+1]) and (w[j, 4q+2], w[j, 4q+3]) */
+static const int16_t quad_idx[32] __attribute__((aligned(64))) = {
+    0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+    8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 
-__attribute__((target("avx512vnni"))) static inline __attribute__((always_inline)) void
+#define QSTEP(i, ci)                                                                \
+    if (M > i) ci = _mm512_dpbusd_epi32(ci, _mm512_set1_epi32((int)a[i]), w)
+
+/* a: (ceil(k2/2), MR) quad words; b: the panel's k2 pairs (32 bytes each) */
+TARGET_VNNI static inline __attribute__((always_inline)) void
 sums_vnni(int64_t k2, const uint32_t *a, const int8_t *b, int32_t *acc, const int M)
 {
-    SUMS_BODY(step_vnni);
+    const __m512i idx = _mm512_load_si512((const void *)quad_idx);
+    __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0, c4 = c0;
+    for (int64_t p = 0; p + 1 < k2; p += 2, a += 5, b += 64) {
+        const __m512i w = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512((const void *)b));
+        QSTEP(0, c0); QSTEP(1, c1); QSTEP(2, c2); QSTEP(3, c3); QSTEP(4, c4);
+    }
+    if (k2 & 1) {                        /* the last pair alone: 32 bytes */
+        const __m256i h = _mm256_loadu_si256((const __m256i *)b);
+        const __m512i w = _mm512_permutexvar_epi16(
+            idx, _mm512_inserti64x4(_mm512_setzero_si512(), h, 0));
+        QSTEP(0, c0); QSTEP(1, c1); QSTEP(2, c2); QSTEP(3, c3); QSTEP(4, c4);
+    }
+    _mm512_store_si512((__m512i *)acc, c0);
+    if (M > 1) _mm512_store_si512((__m512i *)(acc + 16), c1);
+    if (M > 2) _mm512_store_si512((__m512i *)(acc + 32), c2);
+    if (M > 3) _mm512_store_si512((__m512i *)(acc + 48), c3);
+    if (M > 4) _mm512_store_si512((__m512i *)(acc + 64), c4);
 }
 
 void cattn_ukr_avx512_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,
@@ -79,7 +102,7 @@ void cattn_ukr_avx512_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,
     cattn_i8_epilogue_avx2(acc, m, za, sa, colsum, sw, bias, act, c, ldc);
 }
 
-__attribute__((target("avx512vnni"))) void
+TARGET_VNNI void
 cattn_ukr_avx512vnni_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,
                         const int32_t *za, const float *sa, const int32_t *colsum,
                         const float *sw, const float *bias, int act, float *c, int64_t ldc)
