@@ -81,26 +81,13 @@ QSUMS(sums_3, R0 R1 R2, S0 S1 S2)
 QSUMS(sums_4, R0 R1 R2 R3, S0 S1 S2 S3)
 QSUMS(sums_5, R0 R1 R2 R3 R4, S0 S1 S2 S3 S4)
 
-void cattn_ukr_avx2_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,
-                       const int32_t *za, const float *sa, const int32_t *colsum,
-                       const float *sw, const float *bias, int act, float *c, int64_t ldc)
-{
-    int32_t acc[5 * 16] __attribute__((aligned(32)));
-    switch (m) {
-    case 1: sums_1(k2, a, b, acc); break;
-    case 2: sums_2(k2, a, b, acc); break;
-    case 3: sums_3(k2, a, b, acc); break;
-    case 4: sums_4(k2, a, b, acc); break;
-    default: sums_5(k2, a, b, acc); m = 5; break;
-    }
-    cattn_i8_epilogue_avx2(acc, m, za, sa, colsum, sw, bias, act, c, ldc);
-}
-
 /* the int8 tile's epilogue (dispatch.h, cattn_ukr_i8_t) on its int32 sums
- * acc (m x 16, 32-byte aligned); the AVX-512 path's kernels end with it too */
-void cattn_i8_epilogue_avx2(const int32_t *acc, int m, const int32_t *za, const float *sa,
-                            const int32_t *colsum, const float *sw, const float *bias,
-                            int act, float *c, int64_t ldc)
+ * acc (m x 16, 32-byte aligned); inlined with m = 5 (the tile's vectors stay
+ * in registers), else (and for the AVX-512 kernels) cattn_i8_epilogue_avx2 */
+static inline __attribute__((always_inline)) void
+i8_epilogue(const int32_t *acc, const int m, const int32_t *za, const float *sa,
+            const int32_t *colsum, const float *sw, const float *bias, int act, float *c,
+            int64_t ldc)
 {
     /* ((float)(acc - za colsum) * sa) * sw: two separate products, as the
      * portable kernel (nothing to contract into an FMA) */
@@ -132,5 +119,30 @@ void cattn_i8_epilogue_avx2(const int32_t *acc, int m, const int32_t *za, const 
         _mm256_storeu_ps(c + i * ldc, y[2 * i]);
         _mm256_storeu_ps(c + i * ldc + 8, y[2 * i + 1]);
     }
+}
+
+void cattn_i8_epilogue_avx2(const int32_t *acc, int m, const int32_t *za, const float *sa,
+                            const int32_t *colsum, const float *sw, const float *bias,
+                            int act, float *c, int64_t ldc)
+{
+    i8_epilogue(acc, m, za, sa, colsum, sw, bias, act, c, ldc);
+}
+
+void cattn_ukr_avx2_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,
+                       const int32_t *za, const float *sa, const int32_t *colsum,
+                       const float *sw, const float *bias, int act, float *c, int64_t ldc)
+{
+    int32_t acc[5 * 16] __attribute__((aligned(32)));
+    switch (m) {
+    case 1: sums_1(k2, a, b, acc); break;
+    case 2: sums_2(k2, a, b, acc); break;
+    case 3: sums_3(k2, a, b, acc); break;
+    case 4: sums_4(k2, a, b, acc); break;
+    default:
+        sums_5(k2, a, b, acc);
+        i8_epilogue(acc, 5, za, sa, colsum, sw, bias, act, c, ldc);
+        return;
+    }
+    cattn_i8_epilogue_avx2(acc, m, za, sa, colsum, sw, bias, act, c, ldc);
 }
 #endif
