@@ -26,13 +26,16 @@
 
 static inline __attribute__((always_inline)) void
 bf16_pass(int64_t k, const float *a, int64_t lda, const int M, const int NP,
-          const uint16_t *b, int64_t ps, float *c, int64_t ldc, int acc)
+          const uint16_t *b, int64_t ps, float *c, int64_t ldc, int acc, const int pf)
 {
     __m256 s[6][4][2];                         /* [row][panel][even/odd columns] */
     for (int i = 0; i < M; i++)
         for (int q = 0; q < NP; q++) s[i][q][0] = s[i][q][1] = _mm256_setzero_ps();
     for (int64_t p = 0; p < k; p++) {
         for (int q = 0; q < NP; q++) {
+            if (pf)        /* the weight stream, CATTN_STREAM_PF floats' bytes ahead */
+                _mm_prefetch((const char *)(b + q * ps + p * 16) + 4 * CATTN_STREAM_PF,
+                             _MM_HINT_T0);
             const __m256i w = _mm256_loadu_si256((const __m256i *)(b + q * ps + p * 16));
             const __m256 be = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
             const __m256 bo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(w, 16), 16));
@@ -59,26 +62,31 @@ bf16_pass(int64_t k, const float *a, int64_t lda, const int M, const int NP,
 }
 
 /* one group of M rows over npan panels, NP at a time, then one by one */
-#define BF16_GROUP(M, NP)                                                          \
-    do {                                                                           \
-        int64_t jp = 0;                                                            \
-        for (; jp + (NP) <= npan; jp += (NP))                                      \
-            bf16_pass(k, a, lda, M, NP, b + jp * ps, ps, c + jp * 16, ldc, acc);   \
-        for (; jp < npan; jp++)                                                    \
-            bf16_pass(k, a, lda, M, 1, b + jp * ps, ps, c + jp * 16, ldc, acc);    \
+#define BF16_GROUP(M, NP, PF)                                                          \
+    do {                                                                               \
+        int64_t jp = 0;                                                                \
+        for (; jp + (NP) <= npan; jp += (NP))                                          \
+            bf16_pass(k, a, lda, M, NP, b + jp * ps, ps, c + jp * 16, ldc, acc, PF);   \
+        for (; jp < npan; jp++)                                                        \
+            bf16_pass(k, a, lda, M, 1, b + jp * ps, ps, c + jp * 16, ldc, acc, PF);    \
     } while (0)
 
+/* pf: the first group prefetches the panels (from memory or L3; the later
+ * groups find them in L1 / L2) */
 static void bf16_group(int64_t k, const float *a, int64_t lda, int m, const uint16_t *b,
-                       int64_t npan, int64_t ps, float *c, int64_t ldc, int acc)
+                       int64_t npan, int64_t ps, float *c, int64_t ldc, int acc, int pf)
 {
-    switch (m) {
-    case 1: BF16_GROUP(1, 4); break;
-    case 2: BF16_GROUP(2, 2); break;
-    case 3: BF16_GROUP(3, 1); break;          /* 3 x 2 would spill */
-    case 4: BF16_GROUP(4, 1); break;
-    case 5: BF16_GROUP(5, 1); break;
-    default: BF16_GROUP(6, 1); break;
+#define BF16_CASES(PF)                                                    \
+    switch (m) {                                                          \
+    case 1: BF16_GROUP(1, 4, PF); break;                                  \
+    case 2: BF16_GROUP(2, 2, PF); break;                                  \
+    case 3: BF16_GROUP(3, 1, PF); break;      /* 3 x 2 would spill */     \
+    case 4: BF16_GROUP(4, 1, PF); break;                                  \
+    case 5: BF16_GROUP(5, 1, PF); break;                                  \
+    default: BF16_GROUP(6, 1, PF); break;                                 \
     }
+    if (pf) BF16_CASES(1) else BF16_CASES(0)
+#undef BF16_CASES
 }
 
 void cattn_few_rows_bf16_avx2(int64_t k, const float *a, int64_t lda, int m,
@@ -88,7 +96,7 @@ void cattn_few_rows_bf16_avx2(int64_t k, const float *a, int64_t lda, int m,
     const int groups = (m + 5) / 6;
     for (int g = 0, i0 = 0; g < groups; g++) {
         const int mg = (m - i0) / (groups - g);        /* near-equal groups of <= 6 */
-        bf16_group(k, a + i0 * lda, lda, mg, b, npan, ps, c + i0 * ldc, ldc, acc);
+        bf16_group(k, a + i0 * lda, lda, mg, b, npan, ps, c + i0 * ldc, ldc, acc, g == 0);
         i0 += mg;
     }
 }
