@@ -1,5 +1,6 @@
 """Fail on tests that were skipped for a reason other than an absent optional
-peer or a CPU that lacks an instruction set; also on a run with no test.
+peer (a Python package, or a system package in SYSTEM) or a CPU that lacks
+an instruction set; also on a run with no test.
 
     python .ci/check_skips.py RESULTS.xml [LABEL]
 
@@ -9,6 +10,7 @@ be found there (a skip that names torch while torch is installed, e.g. a
 broken torch import, is reported). Standard library only.
 """
 import importlib.util
+import os
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -23,6 +25,11 @@ PEERS = {
     "onnxruntime": [r"\bonnxruntime\b"],
     "onnx": [r"\bonnx\b"],
     "transformers": [r"\btransformers\b"],
+}
+
+# optional system packages named in skip reasons -> a file they install
+SYSTEM = {
+    "libsimde-dev": "/usr/include/simde/x86/avx512.h",   # tools/emu/simde.sh
 }
 
 # instruction sets named in skip reasons -> /proc/cpuinfo flags (all needed)
@@ -55,6 +62,9 @@ def allowed(reason, flags):
     r = reason.lower()
     for module, patterns in PEERS.items():
         if any(re.search(p, r) for p in patterns) and _absent(module):
+            return True
+    for package, path in SYSTEM.items():
+        if package in r and not os.path.exists(path):
             return True
     for word, need in ISA.items():
         if re.search(r"(?<![a-z0-9_])" + re.escape(word) + r"(?![a-z0-9])", r):
