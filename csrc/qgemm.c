@@ -136,7 +136,7 @@ static inline int64_t a_words(int64_t K)
 
 typedef struct {
     float *C; int64_t rsc, csc;
-    const uint32_t *A;                /* packed pairs, ceil(M/6) panels */
+    const uint32_t *A;                /* packed words (pairs or quads), ceil(M/MR) panels */
     const float *sa; const int32_t *za;
     const int8_t *P; const float *sw; const int32_t *colsum;    /* sw, colsum: Np */
     const float *bias; int act;
