@@ -131,8 +131,12 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
                       int64_t M, int64_t N, int64_t K, const float *bias, int act, int n_threads);
 /* Row quantization (asymmetric, u8): for row i of X (M, K), lo = min(0, min x),
  * hi = max(0, max x), d = (double)hi - (double)lo, inv = 255 / d (double),
- *   za[i] = clamp(rint(-lo * inv), 0, 255), q[i, k] = clamp(rint(x * inv) + za, 0, 255),
+ *   za[i] = clamp(rint(-lo * inv), 0, 255),
+ *   q[i, k] = clamp(rint(x *f (float)inv) + za, 0, 255),
  *   sa[i] = (float)(d / 255)     (rint: to nearest, ties to even)
+ * where x *f (float)inv is the float32 product (rounded once to float; the
+ * quantization step is 1, the product's rounding 2^-24 relative); when
+ * inv > 2^126 ((float)inv could overflow) it is (x *f 2^64) *f (float)(inv / 2^64).
  * An all-zero row: q = 0, za = 0, sa = 0. bad[i] = 1 when the row holds NaN or
  * +-inf (then q = 0, za = 0, sa = NaN). */
 void cattn_quantize_rows(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const float *X,

@@ -107,8 +107,12 @@ typedef void (*cattn_ukr_i8_t)(int64_t k2, const uint32_t *a, int m, const int8_
 
 /* int8 row quantization of one contiguous row x[0:K] (NULL: the driver's
  * portable loop), cattn.h's formula (cattn_quantize_rows) bit for bit:
- * q[k] u8, *sa, *za; returns 1 when the row holds NaN or +-inf. */
-typedef int (*cattn_quant_row_t)(uint8_t *q, float *sa, int32_t *za, const float *x, int64_t K);
+ * *sa, *za, and the u8 values q[k] written as g = 1: bytes dst[k]
+ * (stride unused); g = 2 / 4: the packed A words the micro-kernel reads
+ * (above: pairs / quads, 0 past K), word p at ((uint32_t *)dst)[p*stride]
+ * for p < ceil(K/g). Returns 1 when the row holds NaN or +-inf. */
+typedef int (*cattn_quant_row_t)(void *dst, int64_t stride, int g, float *sa, int32_t *za,
+                                 const float *x, int64_t K);
 
 /* ---- row kernels: one contiguous row (or block of columns) on the calling
  * thread; y may equal x exactly, nothing else may overlap ----

@@ -45,6 +45,13 @@ static inline double rint_small(double v)
     return (v + magic) - magic;
 }
 
+/* the same in float for |v| < 2^22 (1.5 * 2^23) */
+static inline float rint_smallf(float v)
+{
+    const float magic = 12582912.0f;
+    return (v + magic) - magic;
+}
+
 /* one row (cattn.h: cattn_quantize_rows), element k at x[k*csx] */
 static void quantize_row(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const float *x,
                          int64_t csx, int64_t K)
@@ -68,23 +75,54 @@ static void quantize_row(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const
     const double inv = 255.0 / d;
     double z = rint_small(-(double)lo * inv);
     z = z < 0 ? 0 : z > 255 ? 255 : z;
+    /* the product x * invf is a rounded float (this file is compiled
+     * without contraction: no FMA with the rounding constant); a row so
+     * small that (float)inv would overflow is first scaled by pre = 2^64
+     * (exact) */
+    const float pre = inv > 0x1p126 ? 0x1p64f : 1.0f;
+    const float invf = (float)(inv / pre), zf = (float)z;
     for (int64_t k = 0; k < K; k++) {
-        double v = rint_small((double)x[k * csx] * inv) + z;
-        v = v < 0 ? 0 : v > 255 ? 255 : v;
+        float v = rint_smallf((x[k * csx] * pre) * invf) + zf;
+        v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
         q[k] = (uint8_t)v;
     }
     *za = (int32_t)z;
     *sa = (float)(d / 255.0);
 }
 
-/* one row by the selected path's kernel when it is contiguous */
-static inline void quant_one(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const float *x,
-                             int64_t csx, int64_t K)
+/* the u8 row q[0:K] as a packed row of A: word p (g = 2: q[2p] | q[2p+1] << 16;
+ * g = 4: q[4p] | .. | q[4p+3] << 24; 0 past K) at dst[p*stride], p < ceil(K/g) */
+static void pack_row(uint32_t *dst, int64_t stride, int g, const uint8_t *r, int64_t K)
 {
-    if (csx == 1 && cattn_kt.quant_row_u8)
-        *bad = (uint8_t)cattn_kt.quant_row_u8(q, sa, za, x, K);
+    const int64_t whole = K / g;
+    if (g == 4)
+        for (int64_t p = 0; p < whole; p++)
+            dst[p * stride] = (uint32_t)r[4 * p] | (uint32_t)r[4 * p + 1] << 8 |
+                              (uint32_t)r[4 * p + 2] << 16 | (uint32_t)r[4 * p + 3] << 24;
     else
-        quantize_row(q, sa, za, bad, x, csx, K);
+        for (int64_t p = 0; p < whole; p++)
+            dst[p * stride] = (uint32_t)r[2 * p] | (uint32_t)r[2 * p + 1] << 16;
+    if (whole * g < K) {                                    /* the last, partial word */
+        const int sh = g == 4 ? 8 : 16;
+        uint32_t v = 0;
+        for (int64_t k = whole * g; k < K; k++) v |= (uint32_t)r[k] << (sh * (k - whole * g));
+        dst[whole * stride] = v;
+    }
+}
+
+/* one row by the selected path's kernel when it is contiguous (g = 1: the
+ * bytes into q; g = 2, 4: the packed words into dst at stride, through q
+ * on the portable loop) */
+static inline void quant_one(uint8_t *q, uint32_t *dst, int64_t stride, int g, float *sa,
+                             int32_t *za, uint8_t *bad, const float *x, int64_t csx, int64_t K)
+{
+    if (csx == 1 && cattn_kt.quant_row_u8) {
+        *bad = (uint8_t)cattn_kt.quant_row_u8(g == 1 ? (void *)q : (void *)dst, stride, g, sa,
+                                              za, x, K);
+        return;
+    }
+    quantize_row(q, sa, za, bad, x, csx, K);
+    if (g != 1) pack_row(dst, stride, g, q, K);
 }
 
 void cattn_quantize_rows(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const float *X,
@@ -92,7 +130,7 @@ void cattn_quantize_rows(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const
 {
     cattn_init();
     for (int64_t i = 0; i < M; i++)
-        quant_one(q + i * K, sa + i, za + i, bad + i, X + i * rsx, csx, K);
+        quant_one(q + i * K, NULL, 0, 1, sa + i, za + i, bad + i, X + i * rsx, csx, K);
 }
 
 /* rows [i0, i1) of q (u8; row i at q0 + (i - i0) K) into MR-row panels of
@@ -103,28 +141,28 @@ void cattn_quantize_rows(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const
 static void pack_rows(uint32_t *A, const uint8_t *q0, int64_t i0, int64_t i1, int64_t M,
                       int64_t K, int64_t ka)
 {
-    const int quads = cattn_kt.i8_quads;
-    const int g = quads ? 4 : 2, sh = quads ? 8 : 16;
+    const int g = cattn_kt.i8_quads ? 4 : 2;
     for (int64_t i = i0; i < i1; i++) {
         uint32_t *dst = A + (i / QMR) * QMR * ka + i % QMR;
-        if (i >= M) {
-            for (int64_t p = 0; p < ka; p++) dst[p * QMR] = 0;
-            continue;
-        }
-        const uint8_t *r = q0 + (i - i0) * K;
-        const int64_t whole = K / g;
-        if (quads)
-            for (int64_t p = 0; p < whole; p++)
-                dst[p * QMR] = (uint32_t)r[4 * p] | (uint32_t)r[4 * p + 1] << 8 |
-                               (uint32_t)r[4 * p + 2] << 16 | (uint32_t)r[4 * p + 3] << 24;
+        if (i < M)
+            pack_row(dst, QMR, g, q0 + (i - i0) * K, K);
         else
-            for (int64_t p = 0; p < whole; p++)
-                dst[p * QMR] = (uint32_t)r[2 * p] | (uint32_t)r[2 * p + 1] << 16;
-        if (whole < ka) {                                   /* the last, partial word */
-            uint32_t v = 0;
-            for (int64_t k = whole * g; k < K; k++) v |= (uint32_t)r[k] << (sh * (k - whole * g));
-            dst[whole * QMR] = v;
-        }
+            for (int64_t p = 0; p < ka; p++) dst[p * QMR] = 0;
+    }
+}
+
+/* rows [i0, i0 + m) of A (m <= MR; row i at x + (i - i0) rsx) quantized
+ * (their sa, za, bad at [i0 ..]) into the MR-row panel Ap of ka words per
+ * row; the panel's rows past m are 0. q: MR x K bytes of scratch. */
+static void quant_panel(uint32_t *Ap, uint8_t *q, float *sa, int32_t *za, uint8_t *bad,
+                        const float *x, int64_t rsx, int64_t csx, int m, int64_t K, int64_t ka)
+{
+    const int g = cattn_kt.i8_quads ? 4 : 2;
+    for (int i = 0; i < QMR; i++) {
+        if (i < m)
+            quant_one(q + i * K, Ap + i, QMR, g, sa + i, za + i, bad + i, x + i * rsx, csx, K);
+        else
+            for (int64_t p = 0; p < ka; p++) Ap[p * QMR + i] = 0;
     }
 }
 
@@ -226,13 +264,9 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
             CATTN_OMP(omp for schedule(dynamic, 1))
             for (int64_t rb = 0; rb < nrb; rb++) {          /* QMC rows x all N */
                 const int64_t r0 = rb * CATTN_QGEMM_MC, r1 = cattn_min64(M, r0 + CATTN_QGEMM_MC);
-                for (int64_t i0 = r0; i0 < r1; i0 += QMR) {   /* quantize + pack */
-                    const int64_t i1 = cattn_min64(M, i0 + QMR);
-                    for (int64_t i = i0; i < i1; i++)
-                        quant_one(q + (i - i0) * K, sa + i, za + i, bad + i, A + i * rsa, csa, K);
-                    /* rows relative to the block (r0 is a multiple of MR) */
-                    pack_rows(Ab, q, i0 - r0, i0 - r0 + QMR, M - r0, K, ka);
-                }
+                for (int64_t i0 = r0; i0 < r1; i0 += QMR)     /* quantize + pack */
+                    quant_panel(Ab + (i0 - r0) * ka, q, sa + i0, za + i0, bad + i0,
+                                A + i0 * rsa, rsa, csa, (int)cattn_min64(QMR, M - i0), K, ka);
                 for (int64_t c0 = 0; c0 < N; c0 += CATTN_QGEMM_NC)
                     for (int64_t r = r0; r < r1; r += QMR)
                         qgemm_panel(&g, Ab + (r - r0) * ka, r, (int)cattn_min64(QMR, r1 - r), c0,
@@ -241,10 +275,9 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
         } else {
             CATTN_OMP(omp for schedule(dynamic, 1))
             for (int64_t ip = 0; ip < npanels; ip++) {        /* quantize + pack A */
-                const int64_t i0 = ip * QMR, i1 = cattn_min64(M, i0 + QMR);
-                for (int64_t i = i0; i < i1; i++)
-                    quant_one(q + (i - i0) * K, sa + i, za + i, bad + i, A + i * rsa, csa, K);
-                pack_rows(Ap, q, i0, i0 + QMR, M, K, ka);
+                const int64_t i0 = ip * QMR;
+                quant_panel(Ap + i0 * ka, q, sa + i0, za + i0, bad + i0, A + i0 * rsa, rsa, csa,
+                            (int)cattn_min64(QMR, M - i0), K, ka);
             }
             CATTN_OMP(omp for schedule(dynamic, 1))
             for (int64_t t = 0; t < nrb * ncb; t++) {          /* QMC x QNC tasks */

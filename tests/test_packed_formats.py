@@ -97,7 +97,9 @@ def assert_bf16_bits(got, x, what):
 def quantize_rows_reference(X):
     """cattn.h (cattn_quantize_rows) in float64 NumPy, row by row:
     lo = min(0, min x), hi = max(0, max x), d = hi - lo, inv = 255 / d,
-    za = clamp(rint(-lo inv), 0, 255), q = clamp(rint(x inv) + za, 0, 255),
+    za = clamp(rint(-lo inv), 0, 255), q = clamp(rint(x *f float32(inv)) + za, 0, 255)
+    (x *f: the float32 product, rounded once; a row so tiny that float32(inv)
+    would overflow, inv > 2^126, is first multiplied by 2^64, exactly),
     sa = float32(d / 255); d = 0: q = za = sa = 0; NaN or +-inf in the row:
     q = za = 0, sa = NaN, bad."""
     X = np.asarray(X, F32)
@@ -117,7 +119,10 @@ def quantize_rows_reference(X):
             continue
         inv = 255.0 / d
         z = min(max(np.rint(-lo * inv), 0.0), 255.0)
-        q[i] = np.clip(np.rint(x * inv) + z, 0, 255).astype(np.uint8)
+        pre = F32(2.0 ** 64) if inv > 2.0 ** 126 else F32(1)   # (float)inv would overflow
+        p = (X[i] * pre) * F32(inv / float(pre))       # float32 products, rounded once each
+        assert p.dtype == F32 and np.isfinite(p).all()
+        q[i] = np.clip(np.rint(p.astype(F64)) + z, 0, 255).astype(np.uint8)
         za[i], sa[i] = int(z), F32(d / 255.0)
     return q, sa, za, bad
 
@@ -483,6 +488,8 @@ def test_int8_row_quantization_exact(rng, K):
     assert (za[3] == 255) and (za[4] == 0)                     # one-signed rows
     if K > 1:
         assert q[3].min() == 0 and q[4].max() == 255           # they use the full range
+    for i in (7, 8, 9, 10):                   # tiny and subnormal rows use the full range too
+        assert q[i].max() == 255 or q[i].min() == 0, (i, q[i], za[i])   # (sa may underflow)
     _rows_check(randn(rng, (50, K)) * F32(10))
     _rows_check(np.zeros((0, K), F32))
 

@@ -1,10 +1,12 @@
 /* kernels/avx2/quant.c — bfloat16 widening, and int8 row quantization (contract in dispatch.h;
- * the formula in cattn.h, cattn_quantize_rows), 8 floats at a time:
+ * the formula in cattn.h, cattn_quantize_rows), 16 floats at a time:
  *   lo = min(0, min x), hi = max(0, max x), d = hi - lo, inv = 255 / d (double)
- *   q = clamp(rint(x * inv) + za, 0, 255),  za = clamp(rint(-lo * inv), 0, 255)
- * The products x * inv are rounded before the rounding constant is added
- * (an empty asm keeps the compiler from fusing them into an FMA), so the
- * bits equal the portable loop's. */
+ *   q = clamp(rint(x *f (float)inv) + za, 0, 255),  za = clamp(rint(-lo * inv), 0, 255)
+ * The float products x * inv are rounded before the rounding constant is
+ * added (an empty asm keeps the compiler from fusing them into an FMA), so
+ * the bits equal the portable loop's. The values go straight into the
+ * packed A words of the int8 micro-kernels (pairs or quads at a stride):
+ * no byte row in between. */
 #include "../../dispatch.h"
 
 #ifdef CATTN_X86
@@ -29,28 +31,94 @@ void cattn_bf16_expand_avx2(float *dst, const uint16_t *src, int64_t n)
     }
 }
 
-static inline __m256d rint4(__m256d p)            /* to nearest even, |p| < 2^51 */
+/* to nearest even for |p| < 2^22, p kept a rounded product */
+static inline __m256 rint8(__m256 p)
 {
-    const __m256d magic = _mm256_set1_pd(6755399441055744.0);
-    __asm__("" : "+x"(p));                        /* p stays a rounded product */
-    return _mm256_sub_pd(_mm256_add_pd(p, magic), magic);
+    const __m256 magic = _mm256_set1_ps(12582912.0f);        /* 1.5 * 2^23 */
+    __asm__("" : "+x"(p));
+    return _mm256_sub_ps(_mm256_add_ps(p, magic), magic);
 }
 
-int cattn_quant_row_avx2_u8(uint8_t *q, float *sa, int32_t *za, const float *x, int64_t K)
+static inline float rint1(float p)
 {
-    __m256 vlo = _mm256_setzero_ps(), vhi = vlo, vbad = vlo;
+    __asm__("" : "+x"(p));
+    return (p + 12582912.0f) - 12582912.0f;
+}
+
+/* words p0 .. p0 + n - 1 of the packed row (g = 2: pairs of u16, g = 4:
+ * quads of bytes) from the u8 values q[0 .. g*n) */
+static inline void put_words(uint32_t *dst, int64_t stride, int g, const uint8_t *q, int64_t p0,
+                             int64_t n)
+{
+    for (int64_t p = 0; p < n; p++) {
+        const uint8_t *r = q + g * p;
+        dst[(p0 + p) * stride] = g == 4 ? (uint32_t)r[0] | (uint32_t)r[1] << 8 |
+                                              (uint32_t)r[2] << 16 | (uint32_t)r[3] << 24
+                                        : (uint32_t)r[0] | (uint32_t)r[1] << 16;
+    }
+}
+
+/* the values 16 at a time into q8 (g = 1) or the words at w (g = 2, 4);
+ * returns how many were done (K rounded down to 16) */
+static inline __attribute__((always_inline)) int64_t
+quant16(uint8_t *q8, uint32_t *w, int64_t stride, int g, const float *x, int64_t K, float invf,
+        float zf, const int scaled)
+{
+    const __m256 vinv = _mm256_set1_ps(invf), vz = _mm256_set1_ps(zf);
+    const __m256 vpre = _mm256_set1_ps(0x1p64f);
+    const __m256 v0 = _mm256_setzero_ps(), v255 = _mm256_set1_ps(255.0f);
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+        __m256 a = _mm256_loadu_ps(x + k), b = _mm256_loadu_ps(x + k + 8);
+        if (scaled) {
+            a = _mm256_mul_ps(a, vpre);
+            b = _mm256_mul_ps(b, vpre);
+        }
+        a = _mm256_mul_ps(a, vinv);
+        b = _mm256_mul_ps(b, vinv);
+        a = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(rint8(a), vz), v0), v255);
+        b = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(rint8(b), vz), v0), v255);
+        /* 16 u16 in k order (packus works per 128-bit lane: permute) */
+        const __m256i h = _mm256_permute4x64_epi64(
+            _mm256_packus_epi32(_mm256_cvtps_epi32(a), _mm256_cvtps_epi32(b)), 0xD8);
+        if (g == 2) {                                 /* 8 pairs: the u16 words */
+            uint32_t t[8] __attribute__((aligned(32)));
+            _mm256_store_si256((__m256i *)t, h);
+            uint32_t *o = w + (k / 2) * stride;
+            for (int j = 0; j < 8; j++) o[j * stride] = t[j];
+        } else {
+            const __m128i b16 = _mm_packus_epi16(_mm256_castsi256_si128(h),
+                                                 _mm256_extracti128_si256(h, 1));
+            if (g == 1) {
+                _mm_storeu_si128((__m128i *)(q8 + k), b16);
+            } else {                                  /* 4 quads */
+                uint32_t *o = w + (k / 4) * stride;
+                o[0] = (uint32_t)_mm_cvtsi128_si32(b16);
+                o[stride] = (uint32_t)_mm_extract_epi32(b16, 1);
+                o[2 * stride] = (uint32_t)_mm_extract_epi32(b16, 2);
+                o[3 * stride] = (uint32_t)_mm_extract_epi32(b16, 3);
+            }
+        }
+    }
+    return k;
+}
+
+int cattn_quant_row_avx2_u8(void *dst, int64_t stride, int g, float *sa, int32_t *za,
+                            const float *x, int64_t K)
+{
+    /* lo, hi; NaN flagged by an unordered compare, +-inf by lo / hi */
+    __m256 vlo = _mm256_setzero_ps(), vhi = vlo, vnan = vlo;
     int64_t k = 0;
     for (; k + 8 <= K; k += 8) {
         const __m256 v = _mm256_loadu_ps(x + k);
-        vbad = _mm256_or_ps(vbad, _mm256_cmp_ps(_mm256_sub_ps(v, v), _mm256_setzero_ps(),
-                                                _CMP_NEQ_UQ));
+        vnan = _mm256_or_ps(vnan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
         vlo = _mm256_min_ps(vlo, v);
         vhi = _mm256_max_ps(vhi, v);
     }
     float l8[8], h8[8];
     _mm256_storeu_ps(l8, vlo);
     _mm256_storeu_ps(h8, vhi);
-    int nonfinite = _mm256_movemask_ps(vbad) != 0;
+    int nonfinite = _mm256_movemask_ps(vnan) != 0;
     float lo = 0.0f, hi = 0.0f;
     for (int i = 0; i < 8; i++) {
         lo = l8[i] < lo ? l8[i] : lo;
@@ -58,37 +126,49 @@ int cattn_quant_row_avx2_u8(uint8_t *q, float *sa, int32_t *za, const float *x, 
     }
     for (; k < K; k++) {
         const float v = x[k];
-        nonfinite |= !(v - v == 0.0f);
+        nonfinite |= v != v;
         lo = v < lo ? v : lo;
         hi = v > hi ? v : hi;
     }
+    nonfinite |= lo == -INFINITY || hi == INFINITY;
     const double d = (double)hi - (double)lo;
+    const int64_t nw = g == 1 ? K : (K + g - 1) / g;      /* words (bytes) to write */
     if (nonfinite || d == 0.0) {
-        if (K > 0) memset(q, 0, (size_t)K);
+        if (g == 1) {
+            if (K > 0) memset(dst, 0, (size_t)K);
+        } else {
+            for (int64_t p = 0; p < nw; p++) ((uint32_t *)dst)[p * stride] = 0;
+        }
         *za = 0;
         *sa = nonfinite ? NAN : 0.0f;
         return nonfinite;
     }
     const double inv = 255.0 / d;
-    double z = _mm256_cvtsd_f64(rint4(_mm256_set1_pd(-(double)lo * inv)));
+    double z = -(double)lo * inv;
+    __asm__("" : "+x"(z));                            /* a rounded product (no FMA) */
+    z = (z + 6755399441055744.0) - 6755399441055744.0;         /* rint, |z| < 2^51 */
     z = z < 0 ? 0 : z > 255 ? 255 : z;
-    const __m256d vinv = _mm256_set1_pd(inv), vz = _mm256_set1_pd(z);
-    const __m256d v0 = _mm256_setzero_pd(), v255 = _mm256_set1_pd(255.0);
-    for (k = 0; k + 8 <= K; k += 8) {
-        const __m256 v = _mm256_loadu_ps(x + k);
-        __m256d a = _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), vinv);
-        __m256d b = _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), vinv);
-        a = _mm256_min_pd(_mm256_max_pd(_mm256_add_pd(rint4(a), vz), v0), v255);
-        b = _mm256_min_pd(_mm256_max_pd(_mm256_add_pd(rint4(b), vz), v0), v255);
-        const __m128i ia = _mm256_cvtpd_epi32(a), ib = _mm256_cvtpd_epi32(b);
-        const __m128i w = _mm_packus_epi32(ia, ib);                /* 8 x u16 */
-        _mm_storel_epi64((__m128i *)(q + k), _mm_packus_epi16(w, w));
-    }
-    for (; k < K; k++) {
-        __m256d p = _mm256_set1_pd((double)x[k] * inv);
-        double r = _mm256_cvtsd_f64(rint4(p)) + z;
-        r = r < 0 ? 0 : r > 255 ? 255 : r;
-        q[k] = (uint8_t)r;
+    /* (float)inv would overflow: the row is scaled by pre = 2^64 first (exact) */
+    const int scaled = inv > 0x1p126;
+    const float pre = scaled ? 0x1p64f : 1.0f;
+    const float invf = (float)(inv / pre), zf = (float)z;
+    uint8_t *q8 = dst;
+    uint32_t *w = dst;
+    if (scaled)
+        k = quant16(q8, w, stride, g, x, K, invf, zf, 1);
+    else
+        k = quant16(q8, w, stride, g, x, K, invf, zf, 0);
+    if (k < K) {                                      /* the last < 16 values */
+        uint8_t t[16] = {0};
+        for (int64_t i = k; i < K; i++) {
+            float r = rint1((x[i] * pre) * invf) + zf;
+            r = r < 0.0f ? 0.0f : r > 255.0f ? 255.0f : r;
+            t[i - k] = (uint8_t)r;
+        }
+        if (g == 1)
+            memcpy(q8 + k, t, (size_t)(K - k));
+        else
+            put_words(w, stride, g, t, k / g, nw - k / g);
     }
     *za = (int32_t)z;
     *sa = (float)(d / 255.0);
