@@ -46,23 +46,27 @@ _plans = {}          # (b, n, E, H, dtype, causal) -> the fused attention plan o
 # a stack's layer programs (or None: not of the standard form), valid while
 # no Module attribute was assigned since (nn._MUTATIONS) for that E, dtype
 _programs = weakref.WeakKeyDictionary()
-# scratch arrays kept per Python thread for the next call of the same shapes
+# scratch arrays kept per Python thread for its next calls (as views when large enough)
 # (fresh large arrays cost page faults and zeroing): at most _KEEP_BYTES
 _scratch = threading.local()
 _KEEP_BYTES = 64 << 20
 
 
 def _buffers(shapes, dt):
-    """Scratch arrays of these shapes (never returned to the caller): this
-    thread's from its previous call when the shapes match, else new."""
-    key = (tuple(shapes), dt.str)
+    """Scratch arrays of these shapes (never returned to the caller): views
+    of this thread's flat arrays from its previous calls when each is large
+    enough (a batch no longer than the last: SentenceEncoder runs its
+    longest batch first, so one encode allocates once), else new ones."""
+    sizes = [int(np.prod(sh)) for sh in shapes]
     kept = getattr(_scratch, "kept", None)
-    if kept is not None and kept[0] == key:
-        return kept[1]
-    bufs = [np.empty(sh, dt) for sh in shapes]
-    if sum(b.nbytes for b in bufs) <= _KEEP_BYTES:
-        _scratch.kept = (key, bufs)
-    return bufs
+    if (kept is None or kept[0] != dt.str or len(kept[1]) != len(sizes)
+            or any(f.size < n for f, n in zip(kept[1], sizes))):
+        flats = [np.empty(n, dt) for n in sizes]
+        if sum(f.nbytes for f in flats) <= _KEEP_BYTES:
+            _scratch.kept = (dt.str, flats)
+    else:
+        flats = kept[1]
+    return [f[:n].reshape(sh) for f, n, sh in zip(flats, sizes, shapes)]
 
 
 # float32 stacks with packed weights run the loop in C (_ext.encoder_f32):

@@ -487,6 +487,28 @@ def test_results_do_not_share_the_kept_scratch(fmt):
     _same_bits(_rows(enc, x, tokens), keep, "the first input again")
 
 
+@pytest.mark.parametrize("fmt", ["plain", "int8"])
+def test_kept_scratch_serves_shorter_batches(fmt):
+    # a batch with fewer tokens than the previous one runs in views of the
+    # kept scratch (no new arrays: SentenceEncoder's longest-first batches
+    # allocate once); its results are those of a fresh process's call
+    from cattn import nn_fastpath
+    enc = _encoder(fmt=fmt)
+    long_pad, short_pad = _pad_mask([6, 6, 5, 4]), _pad_mask([3, 2])
+    _, t_long, x_long = _batch(long_pad, 20, F32)
+    _, t_short, x_short = _batch(short_pad, 20, F32, seed=4)
+    nn_fastpath._scratch.kept = None
+    want = _rows(enc, x_short, t_short).copy()     # fresh scratch of its own size
+    nn_fastpath._scratch.kept = None
+    _rows(enc, x_long, t_long)
+    kept = nn_fastpath._scratch.kept
+    assert kept is not None
+    ids = [id(f) for f in kept[1]]
+    got = _rows(enc, x_short, t_short)
+    assert [id(f) for f in nn_fastpath._scratch.kept[1]] == ids     # reused, not replaced
+    _same_bits(got, want, "a short batch in the long batch's scratch")
+
+
 def test_deep_copy_has_its_own_program(monkeypatch, spy):
     # the fast path caches each stack's kernel calls (nn_fastpath._programs):
     # a deep copy changed in place (no attribute assigned) must not run the
