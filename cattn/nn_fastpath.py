@@ -28,6 +28,7 @@ Per layer, post-LN (norm_first=False):
     y   = LN2(a + act(a W_1^T + b_1) W_2^T + b_2) (T, E)
 pre-LN (norm_first=True): a = x + SA(LN1(x)); y = a + FF(LN2(a)).
 """
+import contextlib
 import threading
 import weakref
 
@@ -67,6 +68,34 @@ def _buffers(shapes, dt):
     else:
         flats = kept[1]
     return [f[:n].reshape(sh) for f, n, sh in zip(flats, sizes, shapes)]
+
+
+@contextlib.contextmanager
+def result_in_scratch():
+    """Within this block (on this thread) the fast path's result, the
+    stack's output (T, E), is a view of a kept array that this thread's
+    next call overwrites: for callers that consume each result at once
+    (SentenceEncoder.encode pools every batch before the next), so that a
+    batch writes no fresh pages (first touches of new memory: page faults,
+    zeroing, and for arrays of 4 MB or more transparent huge pages)."""
+    prev = getattr(_scratch, "borrow", False)
+    _scratch.borrow = True
+    try:
+        yield
+    finally:
+        _scratch.borrow = prev
+
+
+def _result(T, E, dt):
+    """The array the stack's output goes into: new, or in result_in_scratch
+    a view of this thread's kept result array (replaced when too small)."""
+    if not getattr(_scratch, "borrow", False):
+        return np.empty((T, E), dt)
+    r = getattr(_scratch, "result", None)
+    if r is None or r.dtype != dt or r.size < T * E:
+        r = np.empty(T * E, dt)
+        _scratch.result = r if r.nbytes <= _KEEP_BYTES else None
+    return r[:T * E].reshape(T, E)
 
 
 # float32 stacks with packed weights run the loop in C (_ext.encoder_f32):
@@ -251,7 +280,7 @@ def encoder_tokens(layers, x, lengths, is_causal):
             return None
         attn.append((plan, rows))
     if clayers is not None and _C_LOOP and len(Fs) == 1:   # the loop in one C call
-        Y = np.empty((T, E), dt)                              # the result: a new array
+        Y = _result(T, E, dt)                  # the result: a new array (or kept)
         _ext.encoder_f32(clayers, x, qkv, ctx, A, Y, Hb if pre else None, f,
                          [(plan, rows.start, rows) for plan, rows in attn], none, nt)
         return Y

