@@ -36,7 +36,7 @@ def pytest_report_header(config):
     return [f"cattn: {cpu['brand'] or cpu['vendor']} (family {cpu['family']}, model "
             f"{cpu['model']}); kernel path of this session: {cattn._ext.kernel_path()}; "
             f"paths this CPU runs: {', '.join(runs)}; skipped, the CPU or build lacks them: "
-            f"{', '.join(lacks) or 'none'}; no AVX-512 kernels exist yet"]
+            f"{', '.join(lacks) or 'none'}"]
 
 
 def pytest_sessionstart(session):
