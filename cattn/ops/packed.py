@@ -36,6 +36,7 @@ import numpy as np
 
 from .. import _ext
 from .._validate import alloc, as_float_array, show
+from . import weight_memory
 
 FORMATS = ("float32", "float64", "bfloat16", "int8")
 # the arithmetic's dtype (of inputs and results), and the stored data's
@@ -188,7 +189,8 @@ class PackedWeight:
         if data.dtype != _STORED[fmt] or data.shape != (size,):
             raise ValueError(f"{op}: data has dtype {data.dtype} and shape {data.shape}; a "
                              f"{fmt} {shape} weight needs ({size},) {_STORED[fmt]}")
-        data = np.array(data, order="C", copy=True)
+        data, src = weight_memory.empty(size, _STORED[fmt], op, "the packed weight"), data
+        data[...] = src
         if fmt != "int8":
             return cls._new(data, shape, fmt, want_kc)
         scale = None if scale is None else np.asarray(scale)
@@ -249,7 +251,7 @@ def pack_weight(w, dtype="float32"):
         raise ValueError(f"{op}: w must be 2-D (out_features, in_features), got shape {w.shape}")
     N, K = w.shape
     size, kc = _layout(dtype, N, K)
-    data = alloc((size,), _STORED[dtype], op, "the packed weight")
+    data = weight_memory.empty(size, _STORED[dtype], op, "the packed weight")
     if dtype == "int8":
         with np.errstate(over="ignore"):         # past float32's range: inf, refused below
             W = np.asarray(w, np.float32)
