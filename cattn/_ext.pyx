@@ -26,6 +26,7 @@ cdef extern from "cattn.h" nogil:
     int cattn_omp_max_threads()
     int cattn_contended()
     void cattn_set_contended(double seconds)
+    double cattn_note_late_start()
     const char *cattn_compiler()
     int CATTN_ACT_NONE, CATTN_ACT_RELU, CATTN_ACT_GELU, CATTN_ACT_GELU_TANH, CATTN_ACT_SILU
 
@@ -89,6 +90,12 @@ def contended():
 def set_contended(double seconds):
     """Mark the CPU contended for `seconds` (0: clear). A test hook."""
     cattn_set_contended(seconds)
+
+
+def note_late_start():
+    """Record a worker's late start as a parallel region does; returns the
+    contended window (s) it chose (csrc/contention.c: backs off). A test hook."""
+    return cattn_note_late_start()
 
 
 def compiler():

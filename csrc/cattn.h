@@ -81,9 +81,11 @@ int cattn_gemm_batched_f64(double *C, const int64_t *offc, int64_t rsc, int64_t 
 
 /* Shared CPUs (contention.c): 1 while short parallel regions run on one
  * thread because a worker recently started late; cattn_set_contended marks
- * the CPU so for `seconds` (0 clears it: a test hook). */
+ * the CPU so for `seconds` (0 clears it: a test hook); cattn_note_late_start
+ * records a late start as a region does, returning the window (s) it chose. */
 int cattn_contended(void);
 void cattn_set_contended(double seconds);
+double cattn_note_late_start(void);
 
 /* Prepacked weights (cattn.pack_weight): a weight W (N, K) in torch's
  * layout (element (j, p) at W[j*rsw + p*csw]) packed once into the panels

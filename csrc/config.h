@@ -61,10 +61,12 @@
 #define CATTN_QGEMM_NC 64
 
 /* Shared CPUs (contention.c): a worker starting this late (s) marks the CPU
- * contended for CATTN_CONTENDED_S; meanwhile regions of fewer than
- * CATTN_SHORT_WORK multiply-adds (about a millisecond on one core) run on one
- * thread. */
+ * contended for a window of CATTN_CONTENDED_MIN_S, doubling while late
+ * starts keep coming, up to CATTN_CONTENDED_S; meanwhile regions of fewer
+ * than CATTN_SHORT_WORK multiply-adds (about a millisecond on one core) run
+ * on one thread. */
 #define CATTN_LATE_START_S 2e-4
+#define CATTN_CONTENDED_MIN_S 0.01
 #define CATTN_CONTENDED_S 0.1
 #define CATTN_SHORT_WORK 3e7
 

@@ -203,6 +203,27 @@ def test_contended_flag_hook():
     assert _ext.contended() is False
 
 
+def test_contended_window_backs_off():
+    """An isolated late start marks the CPU contended for CATTN_CONTENDED_MIN_S
+    (0.01 s); late starts that keep coming double the window up to
+    CATTN_CONTENDED_S (0.1 s); a quiet CATTN_CONTENDED_S resets it."""
+    import time
+    from cattn import _ext
+    _ext.set_contended(5.0)
+    if not _ext.contended():
+        pytest.skip("a build without OpenMP has no contended state")
+    _ext.set_contended(0)
+    try:
+        w = [_ext.note_late_start() for _ in range(6)]          # back to back
+        assert w == pytest.approx([0.01, 0.02, 0.04, 0.08, 0.1, 0.1])
+        assert _ext.contended()
+        time.sleep(0.1 + 0.15)                 # the window ends, then 0.15 s quiet
+        assert not _ext.contended()
+        assert _ext.note_late_start() == pytest.approx(0.01)
+    finally:
+        _ext.set_contended(0)
+
+
 @pytest.mark.parametrize("fmt", ["plain", "float32", "bfloat16", "int8"])
 def test_contended_regions_give_the_same_bits(rng, fmt):
     """While the CPU is marked contended, short regions (few-row linears,
