@@ -344,9 +344,16 @@ static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
     const size_t per = cattn_round_up(bsz + (size_t)MP * GEMV_LD, 16);
     T *buf = cattn_aligned_alloc(sizeof(T) * (asz + per * nt));
     if (!buf) return CATTN_ENOMEM;
-    for (int64_t i = 0; i < MP; i++)            /* A (or A^T), zero rows past M */
+    for (int64_t i = 0; i < MP; i++) {          /* A (or A^T), zero rows past M */
+        if (!rows_tn && (i >= M || g->csa == 1)) {  /* whole rows (a short sentence's copy
+                                                       took 5% of it element by element) */
+            if (i < M) memcpy(buf + i * K, g->A + i * g->rsa, sizeof(T) * (size_t)K);
+            else memset(buf + i * K, 0, sizeof(T) * (size_t)K);
+            continue;
+        }
         for (int64_t p = 0; p < K; p++)
             buf[rows_tn ? p * MP + i : i * K + p] = i < M ? g->A[i * g->rsa + p * g->csa] : (T)0;
+    }
     cattn_region_t reg;
     cattn_region_begin(&reg, nt);
     CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))

@@ -72,6 +72,21 @@ def test_leading_dims_strided_x_and_out(rng):
     assert (big[..., 1::2] == 0).all()
 
 
+@pytest.mark.parametrize("fmt", ["float32", "bfloat16"])
+@pytest.mark.parametrize("m", [1, 3, 4, 5, 6, 8, 11, 12])
+def test_few_rows_with_a_row_stride(rng, fmt, m):
+    """x's rows apart in memory (a row slice of a wider array): the few-row
+    path copies them row by row; same bits as the contiguous copy."""
+    w = randn(rng, (50, 70))
+    p = cattn.pack_weight(w, fmt)
+    wide = randn(rng, (3 * m, 90))
+    x = wide[::3, 7:77]                                       # rows 270 floats apart
+    assert x.strides == (3 * 90 * 4, 4)
+    np.testing.assert_array_equal(cattn.linear(x, p), cattn.linear(np.ascontiguousarray(x), p))
+    want = np.ascontiguousarray(x).astype(np.float64) @ p.unpack().T.astype(np.float64)
+    np.testing.assert_allclose(cattn.linear(x, p), want, rtol=0, atol=1e-5 * np.sqrt(70) * np.abs(want).max())
+
+
 def test_empty_dims(rng):
     p = cattn.pack_weight(randn(rng, (5, 4)))
     assert cattn.linear(np.zeros((0, 4), F32), p).shape == (0, 5)
