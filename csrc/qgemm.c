@@ -186,6 +186,18 @@ typedef struct {
  * panel, straight into C when its rows are contiguous and the panel is
  * whole, else into buf (mr x QNC) and then into C. The bias of a panel past
  * N is read from a zero-padded copy. */
+/* a row block's columns per sweep (config.h: CATTN_QGEMM_B_BYTES); the
+ * per-thread tile buffer (buf) has rows of QBUF_LD >= any sweep's columns */
+#define QBUF_LD CATTN_QGEMM_ROW_NC_MAX
+#if CATTN_QGEMM_ROW_NC_MAX < CATTN_QGEMM_NC || CATTN_QGEMM_ROW_NC_MAX % CATTN_NR_I8
+#error "config.h: CATTN_QGEMM_ROW_NC_MAX must be a multiple of the tile's columns >= QNC"
+#endif
+static int64_t row_block_cols(int64_t K)
+{
+    const int64_t nc = CATTN_QGEMM_B_BYTES / (K > 0 ? K : 1) / QNR * QNR;
+    return nc < CATTN_QGEMM_NC ? CATTN_QGEMM_NC : nc > QBUF_LD ? QBUF_LD : nc;
+}
+
 static void qgemm_panel(const qgemm_args *g, const uint32_t *a, int64_t r0, int mr, int64_t c0,
                         int64_t nc, float *buf)
 {
@@ -205,14 +217,14 @@ static void qgemm_panel(const qgemm_args *g, const uint32_t *a, int64_t r0, int 
         }
         cattn_kt.ukr_i8(g->k2, a, mr, g->P + (c / QNR) * g->k2 * 2 * QNR, g->za + r0,
                         g->sa + r0, g->colsum + c, g->sw + c, bias, g->act,
-                        whole ? C0 + jl : buf + jl, whole ? rsc : CATTN_QGEMM_NC);
+                        whole ? C0 + jl : buf + jl, whole ? rsc : QBUF_LD);
     }
     const int64_t nbuf = direct ? nc % QNR : nc;      /* columns still in buf */
     const int64_t jb = nc - nbuf;
     if (nbuf)
         for (int i = 0; i < mr; i++) {
             float *CATTN_RESTRICT y = C0 + i * rsc;
-            const float *t = buf + i * CATTN_QGEMM_NC + jb;
+            const float *t = buf + i * QBUF_LD + jb;
             for (int64_t j = 0; j < nbuf; j++) y[(jb + j) * csc] = t[j];
         }
 }
@@ -234,6 +246,7 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
      * barrier, its pairs stay in L2); else (few rows, e.g. one sentence)
      * all rows are quantized first and tasks split the columns too */
     const int by_rows = nrb >= 4 * (int64_t)nt;
+    const int64_t row_nc = row_block_cols(K);
     /* scratch: A words (mp x ka u32; by_rows: one QMC-row block per
      * thread), sa, za, bad; per thread: one panel's u8 rows (MR x K, in L1
      * between quantizing and packing) */
@@ -250,7 +263,7 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
     uint8_t *bad = (uint8_t *)(za + M);
     uint8_t *qs = mem + asz + rsz;
     const qgemm_args g = {C, rsc, csc, Ap, sa, za, P, sw, colsum, bias, act, M, N, k2};
-    float *bufs = cattn_aligned_alloc(sizeof(float) * QMR * CATTN_QGEMM_NC * (size_t)nt);
+    float *bufs = cattn_aligned_alloc(sizeof(float) * QMR * QBUF_LD * (size_t)nt);
     if (!bufs) { cattn_aligned_free(mem); return CATTN_ENOMEM; }
     cattn_region_t reg;
     cattn_region_begin(&reg, nt);
@@ -258,7 +271,7 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
     {
         cattn_region_arrive(&reg);
         uint8_t *q = qs + qsz * CATTN_TID();
-        float *buf = bufs + QMR * CATTN_QGEMM_NC * CATTN_TID();
+        float *buf = bufs + QMR * QBUF_LD * CATTN_TID();
         if (by_rows) {
             uint32_t *Ab = (uint32_t *)((char *)Ap + blk * (size_t)CATTN_TID());
             CATTN_OMP(omp for schedule(dynamic, 1))
@@ -267,10 +280,10 @@ int cattn_linear_int8(float *C, int64_t rsc, int64_t csc, const float *A, int64_
                 for (int64_t i0 = r0; i0 < r1; i0 += QMR)     /* quantize + pack */
                     quant_panel(Ab + (i0 - r0) * ka, q, sa + i0, za + i0, bad + i0,
                                 A + i0 * rsa, rsa, csa, (int)cattn_min64(QMR, M - i0), K, ka);
-                for (int64_t c0 = 0; c0 < N; c0 += CATTN_QGEMM_NC)
+                for (int64_t c0 = 0; c0 < N; c0 += row_nc)
                     for (int64_t r = r0; r < r1; r += QMR)
                         qgemm_panel(&g, Ab + (r - r0) * ka, r, (int)cattn_min64(QMR, r1 - r), c0,
-                                    cattn_min64(CATTN_QGEMM_NC, N - c0), buf);
+                                    cattn_min64(row_nc, N - c0), buf);
             }
         } else {
             CATTN_OMP(omp for schedule(dynamic, 1))

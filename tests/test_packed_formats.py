@@ -524,18 +524,24 @@ def test_int8_linear_equals_documented_formula(rng, M, N, K):
         np.testing.assert_array_equal(got, int8_formula(x, w, bias))
 
 
-@pytest.mark.parametrize("M", [159, 160, 161, 321, 487])
-def test_int8_linear_row_block_tasks(rng, M):
+@pytest.mark.parametrize("M,N,K", [(159, 37, 203), (160, 37, 203), (161, 37, 203),
+                                   (321, 37, 203), (487, 37, 203), (321, 530, 100)])
+def test_int8_linear_row_block_tasks(rng, M, N, K):
     # from 4 row blocks of 40 per thread on, each task quantizes its own
-    # rows (csrc/qgemm.c, by_rows): the formula's bits, for any thread
-    # count, strided x, and each row alone (few rows: the other task order)
-    N, K = 37, 203
+    # rows (csrc/qgemm.c, by_rows) and sweeps its columns ~96 KiB of weight
+    # at a time (K = 100: 256, 256, then 18 columns): the formula's bits, for
+    # any thread count, strided x and out=, and each row alone (few rows:
+    # the other task order)
     x, w, b = _data(rng, M, N, K, 1 / np.sqrt(K))
     xs = np.asfortranarray(x)
     p = cattn.pack_weight(w, "int8")
     got = threads_bitwise(cattn.linear, x, p, b)
     np.testing.assert_array_equal(got, int8_formula(x, w, b))
     np.testing.assert_array_equal(threads_bitwise(cattn.linear, xs, p, b), got)
+    big = np.zeros((M, 2 * N), F32)
+    cattn.linear(x, p, b, out=big[:, ::2])                     # columns 8 bytes apart
+    np.testing.assert_array_equal(big[:, ::2], got)
+    assert not big[:, 1::2].any()
     for i in (0, 39, 40, M - 1):
         np.testing.assert_array_equal(cattn.linear(x[i:i + 1], p, b), got[i:i + 1])
     g = threads_bitwise(cattn.linear, x, p, b, activation="gelu")
