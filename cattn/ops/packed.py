@@ -31,6 +31,9 @@ Formats (cattn.linear computes in the format's dtype: float32, or float64):
   range is below ~1e-36 gets a subnormal (or zero) scale and loses precision.
 - float64 weights are rounded to float32 first, then to bfloat16 or int8
   (as torch does): bfloat16 can then differ from rounding once.
+
+Packed data of 64 KiB or more lives in shared huge-page blocks
+(weight_memory.py): only speed depends on it.
 """
 import numpy as np
 
