@@ -69,12 +69,14 @@
 
 /* Shared CPUs (contention.c): a worker starting this late (s) marks the CPU
  * contended for a window of CATTN_CONTENDED_MIN_S, doubling while late
- * starts keep coming, up to CATTN_CONTENDED_S; meanwhile regions of fewer
- * than CATTN_SHORT_WORK multiply-adds (about a millisecond on one core) run
- * on one thread. */
+ * starts keep coming (within CATTN_CONTENDED_QUIET_S of the last window's
+ * end), up to CATTN_CONTENDED_S; meanwhile regions of fewer than
+ * CATTN_SHORT_WORK multiply-adds (about a millisecond on one core) run on
+ * one thread. */
 #define CATTN_LATE_START_S 2e-4
 #define CATTN_CONTENDED_MIN_S 0.01
 #define CATTN_CONTENDED_S 0.1
+#define CATTN_CONTENDED_QUIET_S 0.5
 #define CATTN_SHORT_WORK 3e7
 
 /* Alignment of every scratch buffer (a cache line). */

@@ -14,8 +14,8 @@
  * The window backs off: CATTN_CONTENDED_MIN_S after an isolated late start
  * (a virtual CPU descheduled once by its host: a fixed 0.1 s window there
  * ran ~7% of a short-sentence benchmark's calls on one thread, each 1.5x
- * slower), doubled for each late start within CATTN_CONTENDED_S of the
- * previous window's end (the CPU stays shared), up to CATTN_CONTENDED_S.
+ * slower), doubled for each late start within CATTN_CONTENDED_QUIET_S of
+ * the previous window's end (the CPU stays shared), up to CATTN_CONTENDED_S.
  */
 #include "threads.h"
 
@@ -52,10 +52,11 @@ void cattn_region_end(cattn_region_t *r)
 double cattn_note_late_start(void)
 {
     const int64_t now = now_ns(), lo = (int64_t)(CATTN_CONTENDED_MIN_S * 1e9),
-                  hi = (int64_t)(CATTN_CONTENDED_S * 1e9);
+                  hi = (int64_t)(CATTN_CONTENDED_S * 1e9),
+                  quiet = (int64_t)(CATTN_CONTENDED_QUIET_S * 1e9);
     const int64_t until = __atomic_load_n(&contended_until_ns, __ATOMIC_RELAXED);
     int64_t w = __atomic_load_n(&window_ns, __ATOMIC_RELAXED);
-    w = until > 0 && now - until < hi ? 2 * w : lo;
+    w = until > 0 && now - until < quiet ? 2 * w : lo;
     w = w < lo ? lo : w > hi ? hi : w;
     __atomic_store_n(&window_ns, w, __ATOMIC_RELAXED);
     __atomic_store_n(&contended_until_ns, now + w, __ATOMIC_RELAXED);

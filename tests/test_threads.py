@@ -206,7 +206,8 @@ def test_contended_flag_hook():
 def test_contended_window_backs_off():
     """An isolated late start marks the CPU contended for CATTN_CONTENDED_MIN_S
     (0.01 s); late starts that keep coming double the window up to
-    CATTN_CONTENDED_S (0.1 s); a quiet CATTN_CONTENDED_S resets it."""
+    CATTN_CONTENDED_S (0.1 s); CATTN_CONTENDED_QUIET_S (0.5 s) without one
+    resets it."""
     import time
     from cattn import _ext
     _ext.set_contended(5.0)
@@ -217,8 +218,10 @@ def test_contended_window_backs_off():
         w = [_ext.note_late_start() for _ in range(6)]          # back to back
         assert w == pytest.approx([0.01, 0.02, 0.04, 0.08, 0.1, 0.1])
         assert _ext.contended()
-        time.sleep(0.1 + 0.15)                 # the window ends, then 0.15 s quiet
+        time.sleep(0.1 + 0.1)                  # the window ends, then 0.1 s quiet
         assert not _ext.contended()
+        assert _ext.note_late_start() == pytest.approx(0.1)     # not quiet long enough
+        time.sleep(0.1 + 0.6)                  # the window ends, then 0.6 s quiet
         assert _ext.note_late_start() == pytest.approx(0.01)
     finally:
         _ext.set_contended(0)
