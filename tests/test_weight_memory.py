@@ -137,3 +137,28 @@ def test_concurrent_packing_never_overlaps():
         sorted(float(np.float32(w[0, 0] * (s + 1)) / w[0, 0]) for s in range(4) for _ in range(6))
     for p in out:
         assert np.array_equal(cattn.linear(x, p), cattn.linear(x, p.unpack()))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_packs_with_a_fresh_lock_and_block():
+    import os
+    w = _weight(256, 256)
+    parent = cattn.pack_weight(w)
+    wm._lock.acquire()                        # as if another thread were packing
+    try:
+        pid = os.fork()
+        if pid == 0:                          # child: must not deadlock, must not reuse
+            code = 1
+            try:
+                p = cattn.pack_weight(w)
+                x = np.ones((2, 256), np.float32)
+                with cattn.num_threads(1):    # no OpenMP team in a forked child
+                    ok = (np.array_equal(cattn.linear(x, p), cattn.linear(x, parent))
+                          and (wm._block is None or wm._block[0]() is not None))
+                code = 0 if ok else 2
+            finally:
+                os._exit(code)
+    finally:
+        wm._lock.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -21,6 +21,7 @@ weights, and systems without MADV_HUGEPAGE (or with transparent huge pages
 "never"), get ordinary NumPy arrays: only speed differs, never a result.
 """
 import mmap
+import os
 import threading
 import weakref
 
@@ -35,6 +36,18 @@ ALIGN = 64                    # every carved array starts on a cache line
 
 _lock = threading.Lock()
 _block = None                 # [weakref to the block's mmap, its aligned start, size, bytes used]
+
+
+def _after_fork_in_child():
+    """A fork while another thread held the lock would leave it held in the
+    child: start the child with a fresh lock (and no current block: the
+    parent's pages are the parent's to carve)."""
+    global _lock, _block
+    _lock, _block = threading.Lock(), None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _thp_possible():
