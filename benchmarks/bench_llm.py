@@ -5,6 +5,7 @@ process, same weights (float32), same threads. Two faces:
     python benchmarks/report.py llm.json
 
     python benchmarks/bench_llm.py [--threads 2] [--rounds 3]
+    python benchmarks/bench_llm.py --case overhead [--rounds 15]
 
 The model: random-initialised Qwen2ForCausalLM with Qwen2.5-0.5B's shape
 (hidden 896, 24 layers, 14 query heads, 2 KV heads, intermediate 4864,
@@ -24,6 +25,16 @@ medians are reported):
   numpy.dot over a 256 MiB matrix-vector product measured in the same round;
 * peak memory: the peak RSS of a fresh process that loads the model with
   cattn and generates 128 tokens, vs the float32 weights plus the KV cache.
+
+--case overhead (issue 26's decode-overhead bar): a 24-layer Qwen2-shaped
+model with hidden size 64 (4 query heads / 2 KV heads of 16, intermediate
+128, vocabulary 256, random weights, cached beside the big one), one decode
+step (one new token after an 8-token prompt, KV cache in place), 1 thread
+unless --threads: cattn float32 and int8 vs transformers float32, the three
+alternating in rounds; per round the median of --calls steps each; the
+ratio cattn/transformers is the median of the per-round ratios (bar <= 0.15x).
+The weights are so small that this measures the per-step cost outside the
+arithmetic: Python, dispatch, allocation, thread wake-up.
 
 Needs transformers and torch 2.13 (pip install transformers torch==2.13.0).
 """
@@ -48,20 +59,26 @@ SHAPE = dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14,
              tie_word_embeddings=True, max_position_embeddings=32768, rope_theta=1000000.0,
              rms_norm_eps=1e-6, bos_token_id=151643, eos_token_id=151643)
 PROMPT_LEN, NEW_TOKENS, THREADS = 128, 128, 2
+OVERHEAD_DIR = os.path.join(CACHE, "qwen2-24x64-random")
+OVERHEAD_SHAPE = dict(SHAPE, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                      intermediate_size=128, vocab_size=256, bos_token_id=0, eos_token_id=0)
+OVERHEAD_PROMPT = 8
 
 
-def model_dir():
+def model_dir(folder=MODEL_DIR, shape=SHAPE):
     """The cached checkpoint folder, created on first use (float32 safetensors)."""
-    if not os.path.isfile(os.path.join(MODEL_DIR, "config.json")):
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+        import shutil
         import torch
         import transformers
         torch.manual_seed(0)
-        cfg = transformers.Qwen2Config(**SHAPE)
+        cfg = transformers.Qwen2Config(**shape)
         model = transformers.Qwen2ForCausalLM(cfg).eval()
-        tmp = MODEL_DIR + ".tmp"
+        tmp = folder + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp, max_shard_size="100GB")
-        os.replace(tmp, MODEL_DIR)
-    return MODEL_DIR
+        os.replace(tmp, folder)
+    return folder
 
 
 def prompt():
@@ -124,6 +141,102 @@ def hf_runner(path, threads=THREADS):
     return model, run
 
 
+# ---- one decode step with the KV cache in place (both libraries) ----------------------
+# Each call appends one token to a cache that was filled with the prompt once; when the
+# cache is full it is refilled (one slow call in many, which a median ignores).
+
+def cattn_decode_step(lm, ids, max_len=1024):
+    """-> step(): one cattn decode step of lm after the 1-D prompt ids."""
+    state = {}
+
+    def refill():
+        state["caches"] = lm.new_caches(1, max_len)
+        lm.forward(ids[None], caches=state["caches"])
+    refill()
+    tok = np.ascontiguousarray(ids[-1:][None])
+
+    def step():
+        if state["caches"][0].length >= max_len:
+            refill()
+        return lm.forward(tok, caches=state["caches"])
+    return step
+
+
+def hf_decode_step(model, ids, max_len=1024):
+    """-> step(): one transformers decode step (use_cache, DynamicCache) after ids."""
+    import inspect
+    import torch
+    from transformers import DynamicCache
+    ids_t = torch.from_numpy(np.asarray(ids, np.int64))[None]
+    cache = DynamicCache()
+    # transformers >= 5.2x names the argument `cache` (past_key_values deprecated)
+    kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    with torch.no_grad():
+        model(input_ids=ids_t, use_cache=True, **{kw: cache})
+    tok = ids_t[:, -1:]
+    P = ids_t.shape[1]
+
+    def step():
+        if cache.get_seq_length() >= max_len:
+            cache.crop(P)
+        with torch.no_grad():
+            return model(input_ids=tok, use_cache=True, **{kw: cache}).logits
+    return step
+
+
+def median_call(fn, calls):
+    """Median seconds of `calls` calls of fn()."""
+    ts = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def overhead_case(rounds, calls, threads):
+    """Issue 26's decode-overhead table (see the module docstring)."""
+    import torch
+    import transformers
+    import cattn
+    from cattn.models import CausalLM
+    from conftest import machine_summary
+    path = model_dir(OVERHEAD_DIR, OVERHEAD_SHAPE)
+    ids = np.random.default_rng(0).integers(1, 256, OVERHEAD_PROMPT).astype(np.int64)
+    cattn.set_num_threads(threads)
+    torch.set_num_threads(threads)
+    hf = transformers.Qwen2ForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    steps = {"cattn f32": cattn_decode_step(CausalLM.from_pretrained(path), ids),
+             "cattn int8": cattn_decode_step(CausalLM.from_pretrained(path, weights="int8"), ids),
+             "transformers": hf_decode_step(hf, ids)}
+    ref = steps["transformers"]().numpy()[0, -1]
+    got = steps["cattn f32"]()[0, -1]
+    err = float(np.abs(got - ref).max() / np.abs(ref).max())
+    for fn in steps.values():                                 # warm-up
+        median_call(fn, 5)
+    ms = {k: [] for k in steps}
+    for r in range(rounds):
+        for name, fn in steps.items():
+            ms[name].append(1e3 * median_call(fn, calls))
+        print(f"round {r}: " + "  ".join(f"{k} {v[-1]:.3f} ms" for k, v in ms.items()),
+              flush=True)
+    med = {k: statistics.median(v) for k, v in ms.items()}
+    ratio = {k: statistics.median(c / h for c, h in zip(ms[k], ms["transformers"]))
+             for k in ("cattn f32", "cattn int8")}
+    info = machine_summary()
+    print(f"\n{info['cpu_model']}, {threads} thread(s), {time.strftime('%Y-%m-%d')}; "
+          f"24 layers x hidden 64, prompt {OVERHEAD_PROMPT}; medians of {rounds} rounds x "
+          f"{calls} steps; float32 logits vs transformers: max rel. diff {err:.1e}; "
+          f"load average at the end {info.get('load_average')}")
+    print("| decode step ms | cattn f32 | cattn int8 | transformers |\n|---|---|---|---|")
+    print(f"| one step | {med['cattn f32']:.3f} | {med['cattn int8']:.3f} | "
+          f"{med['transformers']:.3f} |")
+    print(f"| ratio cattn/transformers (bar <= 0.15x) | {ratio['cattn f32']:.2f}x | "
+          f"{ratio['cattn int8']:.2f}x | 1 |")
+    return dict(cpu=info["cpu_model"], threads=threads, rounds=rounds, calls=calls,
+                median_ms=med, ratio=ratio, max_rel_diff=err)
+
+
 def _time(fn, n, calls):
     fn(min(n, 8))                                            # untimed warm-up
     ts = []
@@ -181,11 +294,24 @@ def test_decode(bench, runners, lib):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--threads", type=int, default=THREADS)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--case", choices=["full", "overhead"], default="full",
+                    help="full: the 0.5B-shaped model (default); overhead: one decode step "
+                    "of a 24-layer hidden-64 model")
+    ap.add_argument("--threads", type=int, default=None,
+                    help=f"default {THREADS} (full), 1 (overhead)")
+    ap.add_argument("--rounds", type=int, default=None, help="default 3 (full), 15 (overhead)")
+    ap.add_argument("--calls", type=int, default=50, help="overhead: steps timed per round")
     ap.add_argument("--json", metavar="PATH", help="also write the medians here")
     args = ap.parse_args(argv)
     sys.path.insert(0, HERE)
+    if args.case == "overhead":
+        res = overhead_case(args.rounds or 15, args.calls, args.threads or 1)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(res, f, indent=1)
+        return
+    args.threads = args.threads or THREADS
+    args.rounds = args.rounds or 3
     from conftest import machine_summary
     path = model_dir()
     lm, c_run = cattn_runner(path, args.threads)
