@@ -250,4 +250,5 @@ def test_against_torch():
 
 
 def test_path_reported():
-    assert path() in ("avx2", "portable")
+    # a path this build and CPU run (forced or the default best one)
+    assert path() in cattn._ext.available_paths()

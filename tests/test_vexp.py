@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from cattn import _ext
+import cattn
 from cattn_testing.paths import kernel_path as path
 from cattn_testing.rows import ulp_error
 
@@ -130,8 +131,11 @@ def test_hook_input_checks():
 
 def test_path_is_selected():
     import os
-    want = "portable" if os.environ.get("CATTN_FORCE_PORTABLE") == "1" else None
+    want = ("portable" if os.environ.get("CATTN_FORCE_PORTABLE") == "1"
+            else os.environ.get("CATTN_ISA") or None)
     if want:
         assert path() == want
     else:
-        assert path() in ("avx2", "portable")
+        # unforced, the best path this build and CPU run (available_paths is
+        # ordered best first): avx512 on an AVX-512 CPU, avx2, else portable
+        assert path() == cattn._ext.available_paths()[0]
