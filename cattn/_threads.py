@@ -30,7 +30,7 @@ _global = None
 _local = threading.local()
 
 
-def _check_n(n, op):
+def check_num_threads(n, op):
     return as_int(n, "number of threads", op, lo=1, hi=MAX_THREADS,
                   hi_why=" (cattn's limit, cattn._threads.MAX_THREADS)")
 
@@ -50,14 +50,14 @@ def set_num_threads(n):
     1..MAX_THREADS (TypeError for another type, bool included; ValueError
     naming the limit otherwise)."""
     global _global
-    _global = _check_n(n, "set_num_threads")
+    _global = check_num_threads(n, "set_num_threads")
 
 
 @contextlib.contextmanager
 def num_threads(n):
     """Use n threads for cattn kernels called from this Python thread inside
     the block; n is checked as in set_num_threads."""
-    n = _check_n(n, "num_threads")
+    n = check_num_threads(n, "num_threads")
     prev = getattr(_local, "n", None)
     _local.n = n
     try:

@@ -314,8 +314,8 @@ def embed(texts, model=None, *, weights="float32", batch_size=32, client=None,
         else:
             threads = max(1, CPU_COUNT // int(dask.config.get("num_workers", None) or CPU_COUNT))
     else:
-        from ._threads import _check_n
-        threads = _check_n(threads, "embed")
+        from ._threads import check_num_threads
+        threads = check_num_threads(threads, "embed")
     E = _embedding_dim(model, weights, client)
     out = _blocks_array(parts, lengths, E, (model, weights, int(batch_size),
                                             normalize_embeddings, threads))

@@ -37,7 +37,7 @@ import numpy as np
 from . import _ext
 from . import nn as _nn
 from ._threads import get_num_threads
-from .ops.attention import _fast_plan
+from .ops.attention import fast_plan
 from .nn import LayerNorm, Linear, MultiheadAttention, TransformerEncoderLayer
 from .nn_quantize import PackedRows
 from .ops.packed import PackedWeight
@@ -48,9 +48,9 @@ _plans = {}          # (b, n, E, H, dtype, causal) -> the fused attention plan o
 # no Module attribute was assigned since (nn._MUTATIONS) for that E, dtype
 _programs = weakref.WeakKeyDictionary()
 # scratch arrays kept per Python thread for its next calls (as views when large enough)
-# (fresh large arrays cost page faults and zeroing): at most _KEEP_BYTES
+# (fresh large arrays cost page faults and zeroing): at most KEEP_BYTES
 _scratch = threading.local()
-_KEEP_BYTES = 64 << 20
+KEEP_BYTES = 64 << 20
 
 
 def _buffers(shapes, dt):
@@ -63,7 +63,7 @@ def _buffers(shapes, dt):
     if (kept is None or kept[0] != dt.str or len(kept[1]) != len(sizes)
             or any(f.size < n for f, n in zip(kept[1], sizes))):
         flats = [np.empty(n, dt) for n in sizes]
-        if sum(f.nbytes for f in flats) <= _KEEP_BYTES:
+        if sum(f.nbytes for f in flats) <= KEEP_BYTES:
             _scratch.kept = (dt.str, flats)
     else:
         flats = kept[1]
@@ -94,7 +94,7 @@ def _result(T, E, dt):
     r = getattr(_scratch, "result", None)
     if r is None or r.dtype != dt or r.size < T * E:
         r = np.empty(T * E, dt)
-        _scratch.result = r if r.nbytes <= _KEEP_BYTES else None
+        _scratch.result = r if r.nbytes <= KEEP_BYTES else None
     return r[:T * E].reshape(T, E)
 
 
@@ -215,7 +215,7 @@ def _plan(b, n, E, H, dt, causal, qkv, ctx):
         q, k, v = (qkv[:, i * E:(i + 1) * E].reshape(b, n, H, D).transpose(0, 2, 1, 3)
                    for i in range(3))
         o = ctx.reshape(b, n, H, D).transpose(0, 2, 1, 3)
-        fast = _fast_plan(q, k, v, causal, o)
+        fast = fast_plan(q, k, v, causal, o)
         if fast is None:
             return None
         if len(_plans) > 4096:

@@ -756,9 +756,9 @@ def test_checker_rejects_a_leaked_nan(rng):
 @pytest.mark.parametrize("view", ["contiguous", "seq-major", "sliced"])
 @pytest.mark.parametrize("B,H,L,S,E,Ev", [(1, 12, 16, 16, 64, 64), (2, 3, 5, 7, 9, 11),
                                           (1, 1, 1, 1, 1, 1), (1, 2, 9, 400, 64, 16)])
-def test_fast_plan_is_the_general_plan(rng, dtype, view, B, H, L, S, E, Ev):
+def testfast_plan_is_the_general_plan(rng, dtype, view, B, H, L, S, E, Ev):
     """The common call (4-D arrays of one dtype, no mask, out, scale or GQA)
-    skips the general checks (ops/attention.py: _fast_plan); its plan must be
+    skips the general checks (ops/attention.py: fast_plan); its plan must be
     field by field the one _prepare builds, and the results the same bits."""
     from cattn.ops import attention as A
     q = rng.standard_normal((B, H, L, E)).astype(dtype)
@@ -770,7 +770,7 @@ def test_fast_plan_is_the_general_plan(rng, dtype, view, B, H, L, S, E, Ev):
     elif view == "sliced":
         q = np.concatenate([q, q], axis=-1)[..., :E]
     for causal in (False, True):
-        fast = A._fast_plan(q, k, v, causal)
+        fast = A.fast_plan(q, k, v, causal)
         assert fast is not None
         general = A._prepare("sdpa", q, k, v, None, causal, None, False, "upper_left")[0]
         for name in general._fields:
@@ -783,7 +783,7 @@ def test_fast_plan_is_the_general_plan(rng, dtype, view, B, H, L, S, E, Ev):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("B,H,L,S,E,Ev", [(1, 12, 9, 9, 32, 32), (2, 3, 5, 7, 9, 11)])
-def test_fast_plan_with_out_is_the_general_plan(rng, dtype, B, H, L, S, E, Ev):
+def testfast_plan_with_out_is_the_general_plan(rng, dtype, B, H, L, S, E, Ev):
     """out= given as a (B, L, H, Ev)-memory view (what nn's real-tokens path
     passes): the quick plan writes into it with the general plan's fields."""
     from cattn.ops import attention as A
@@ -792,7 +792,7 @@ def test_fast_plan_with_out_is_the_general_plan(rng, dtype, B, H, L, S, E, Ev):
     v = rng.standard_normal((B, H, S, Ev)).astype(dtype)
     for causal in (False, True):
         out = np.full((B, L, H, Ev), np.nan, dtype).transpose(0, 2, 1, 3)
-        fast = A._fast_plan(q, k, v, causal, out)
+        fast = A.fast_plan(q, k, v, causal, out)
         assert fast is not None and fast[1] is out
         general = A._prepare("sdpa", q, k, v, None, causal, None, False, "upper_left", out)[0]
         for name in general._fields:
@@ -804,21 +804,21 @@ def test_fast_plan_with_out_is_the_general_plan(rng, dtype, B, H, L, S, E, Ev):
             out, cattn.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=1 / np.sqrt(E)))
     # declined: an out that overlaps an input, a read-only out, a wrong dtype or shape
     out = np.empty((B, H, L, Ev), dtype)
-    assert A._fast_plan(q, k, q[..., :Ev] if Ev <= E else v, False, q[..., :Ev]
+    assert A.fast_plan(q, k, q[..., :Ev] if Ev <= E else v, False, q[..., :Ev]
                         if Ev <= E else v) is None
     ro = np.empty((B, H, L, Ev), dtype)
     ro.flags.writeable = False
-    assert A._fast_plan(q, k, v, False, ro) is None
-    assert A._fast_plan(q, k, v, False, out.astype(np.float16)) is None
-    assert A._fast_plan(q, k, v, False, out[:, :, :1]) is None
+    assert A.fast_plan(q, k, v, False, ro) is None
+    assert A.fast_plan(q, k, v, False, out.astype(np.float16)) is None
+    assert A.fast_plan(q, k, v, False, out[:, :, :1]) is None
 
 
-def test_fast_plan_declines_what_it_does_not_cover(rng):
+def testfast_plan_declines_what_it_does_not_cover(rng):
     from cattn.ops import attention as A
     q = rng.standard_normal((1, 2, 4, 8)).astype(np.float32)
-    assert A._fast_plan(q, q, q.astype(np.float64), False) is None        # mixed dtypes
-    assert A._fast_plan(q[0], q[0], q[0], False) is None                    # 3-D
-    assert A._fast_plan(q, q[:, :1], q[:, :1], False) is None               # GQA / broadcast
-    assert A._fast_plan(q[..., ::2], q[..., ::2], q[..., ::2], False) is None  # strided rows
-    assert A._fast_plan(q[:, :, :0], q, q, False) is None                   # empty
-    assert A._fast_plan(q.astype(">f4"), q.astype(">f4"), q.astype(">f4"), False) is None
+    assert A.fast_plan(q, q, q.astype(np.float64), False) is None        # mixed dtypes
+    assert A.fast_plan(q[0], q[0], q[0], False) is None                    # 3-D
+    assert A.fast_plan(q, q[:, :1], q[:, :1], False) is None               # GQA / broadcast
+    assert A.fast_plan(q[..., ::2], q[..., ::2], q[..., ::2], False) is None  # strided rows
+    assert A.fast_plan(q[:, :, :0], q, q, False) is None                   # empty
+    assert A.fast_plan(q.astype(">f4"), q.astype(">f4"), q.astype(">f4"), False) is None

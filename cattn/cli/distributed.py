@@ -3,8 +3,8 @@ Dask cluster (cattn.distributed). Imported only when one of the two options
 is given, so the rest of the CLI never imports dask."""
 import sys
 
-from ..models.sentence import _isatty
-from .models import _fail
+from ..models._progress import isatty
+from ._common import fail
 
 
 def embed_on_cluster(texts, args):
@@ -16,12 +16,12 @@ def embed_on_cluster(texts, args):
         from ..distributed import DEFAULT_PARTITION_SIZE, embed, save_npy
         from distributed import Client, LocalCluster
     except ImportError as e:
-        return _fail(str(e))
+        return fail(str(e))
     if args.workers is not None and args.workers < 1:
-        return _fail(f"embed: --workers must be >= 1, got {args.workers}")
+        return fail(f"embed: --workers must be >= 1, got {args.workers}")
     size = args.partition_size or DEFAULT_PARTITION_SIZE
     if size < 1:
-        return _fail(f"embed: --partition-size must be >= 1, got {size}")
+        return fail(f"embed: --partition-size must be >= 1, got {size}")
     cluster = None
     if args.scheduler is None:
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
@@ -33,7 +33,7 @@ def embed_on_cluster(texts, args):
                     partition_size=size, normalize_embeddings=not args.no_normalize,
                     threads=args.threads)
         if args.out:
-            N, E = save_npy(emb, args.out, client=client, progress=_isatty(sys.stderr))
+            N, E = save_npy(emb, args.out, client=client, progress=isatty(sys.stderr))
             print(f"wrote {args.out}: {N} x {E} float32", file=sys.stderr)
         else:                                 # all blocks run at once, printed in order
             for fut in client.compute(list(emb.to_delayed().ravel())):

@@ -5,6 +5,8 @@ import sys
 
 import numpy as np
 
+from ._common import fail
+
 
 def add_weights_option(p):
     """--weights: the format the model's linear weights are packed in."""
@@ -79,17 +81,12 @@ def _load(args):
     return SentenceEncoder.from_pretrained(args.model, weights=args.weights)
 
 
-def _fail(msg):
-    print(f"cattn: error: {msg}", file=sys.stderr)
-    return 2
-
-
 def _run(fn, args):
     from ..models import ModelNotFoundError
     try:
         return fn(args)
     except (ModelNotFoundError, ImportError, ValueError, OSError) as e:
-        return _fail(str(e))
+        return fail(str(e))
 
 
 def _embed(args):
@@ -126,9 +123,9 @@ def _embed_impl(args):
             with open(args.file, "rb") as f:
                 texts += read_lines(f)
     if not texts:
-        return _fail("embed: give TEXT arguments or --file")
+        return fail("embed: give TEXT arguments or --file")
     if args.batch_size < 1:
-        return _fail(f"embed: --batch-size must be >= 1, got {args.batch_size}")
+        return fail(f"embed: --batch-size must be >= 1, got {args.batch_size}")
     if args.workers is not None or args.scheduler is not None:
         from .distributed import embed_on_cluster
         return embed_on_cluster(texts, args)
@@ -163,9 +160,9 @@ def _attention_impl(args):
     n_layers, H = att.shape[:2]
     layer, head = args.layer, args.head
     if not -n_layers <= layer < n_layers:
-        return _fail(f"attention: --layer {layer} out of range: the model has {n_layers} layers")
+        return fail(f"attention: --layer {layer} out of range: the model has {n_layers} layers")
     if not -H <= head < H:
-        return _fail(f"attention: --head {head} out of range: the model has {H} heads")
+        return fail(f"attention: --head {head} out of range: the model has {H} heads")
     layer, head = layer % n_layers, head % H
     w = att[layer, head]
     want = args.token.lower()

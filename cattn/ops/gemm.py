@@ -30,7 +30,7 @@ def _act_code(activation, op):
 
 
 @functools.lru_cache(maxsize=256)
-def _batch_offsets(batch, shape_b, strides_b):
+def batch_offsets(batch, shape_b, strides_b):
     """Element offsets of every batch item: operand dims `shape_b` (right-aligned
     to the broadcast `batch`) with element strides `strides_b`; 0 where broadcast.
     Cached by shape (inference repeats shapes); the array is read-only."""
@@ -75,9 +75,9 @@ def _gemm_nd(A, B, C, bias=None, act=_ACT_CODES[None]):
         _ext.gemm(C, sc[-2], sc[-1], A, sa[-2], sa[-1], B, sb[-2], sb[-1],
                   M, N, K, bias, act, nt)
         return C
-    offa = _batch_offsets(batch, A.shape[:-2], sa[:-2])
-    offb = _batch_offsets(batch, B.shape[:-2], sb[:-2])
-    offc = _batch_offsets(batch, C.shape[:-2], sc[:-2])
+    offa = batch_offsets(batch, A.shape[:-2], sa[:-2])
+    offb = batch_offsets(batch, B.shape[:-2], sb[:-2])
+    offc = batch_offsets(batch, C.shape[:-2], sc[:-2])
     _ext.gemm_batched(C, offc, sc[-2], sc[-1], A, offa, sa[-2], sa[-1],
                       B, offb, sb[-2], sb[-1], M, N, K, bias, act, nt)
     return C
