@@ -266,7 +266,7 @@ def _blocks_array(parts, lengths, E, args):
     pass-through tasks between a block and its chunk: a finished block is
     ready at once, and save_npy gathers exactly the encode tasks)."""
     if not parts:
-        return da.zeros((0, E), np.float32)
+        return da.zeros((0, E), dtype=np.float32, chunks=((0,), (E,)))
     name = "cattn-embed-" + tokenize(parts, lengths, E, args)
     layer, deps = {}, []
     for i, part in enumerate(parts):

@@ -104,6 +104,9 @@ def test_dataframe_column(client, want):
 def test_empty_and_errors(client):
     e = cd.embed([], client=client)
     assert e.shape == (0, 384) and e.compute().shape == (0, 384)
+    # the same dtype as every other input (it was a float64 array once)
+    assert e.dtype == np.float32 and e.compute().dtype == np.float32
+    assert cd.embed([], client=client, compute=True).dtype == np.float32
     with pytest.raises(ValueError, match="weights"):
         cd.embed(TEXTS, client=client, weights="int4")
     with pytest.raises(ValueError, match="batch_size"):
