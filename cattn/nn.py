@@ -170,7 +170,7 @@ def _new_param(owner, what, shape, dtype, make):
         raise MemoryError(f"{owner}: cannot allocate {what} of shape {tuple(shape)}: {e}") from None
 
 
-def _check_activation(activation, owner):
+def check_activation(activation, owner):
     if isinstance(activation, str) and activation in ACTIVATIONS:
         return activation
     if callable(activation):
@@ -196,7 +196,7 @@ def _linear_uniform(rng, shape, fan_in, dtype, owner="", what="weight"):
     return _new_param(owner, what, shape, dtype, make)
 
 
-def _as_input(x, name, dtype, owner):
+def as_input(x, name, dtype, owner):
     """x as an ndarray of the module's dtype (TypeError otherwise); no copy
     unless x is unaligned (then copied once here, not in every op)."""
     if not isinstance(x, np.ndarray):
@@ -604,7 +604,7 @@ def _on_real_tokens(run, src, tokens_kpm, batch_first, dtype, owner):
     (B, L, E) — (L, B, E) if not batch_first, (L, E) unbatched with a (L,)
     mask — under key padding mask tokens_kpm (True = padding). Returns the
     input's layout, zeros at padding positions."""
-    x = _as_input(src, "src", dtype, owner)
+    x = as_input(src, "src", dtype, owner)
     if x.ndim not in (2, 3):
         raise ValueError(f"{owner}: src has shape {x.shape}; expected (B, L, E), "
                          "(L, B, E) or unbatched (L, E)")
@@ -793,12 +793,12 @@ class MultiheadAttention(Module):
         shared_qkv = (key is None or key is query) and (value is None or value is key)
         shared_kv = value is None or value is key
         dtype, E = self.dtype, self.embed_dim
-        q_in = _as_input(query, "query", dtype, owner)
-        k_in = q_in if key is None or key is query else _as_input(key, "key", dtype, owner)
+        q_in = as_input(query, "query", dtype, owner)
+        k_in = q_in if key is None or key is query else as_input(key, "key", dtype, owner)
         if value is None or value is key:
             v_in = k_in
         else:
-            v_in = _as_input(value, "value", dtype, owner)
+            v_in = as_input(value, "value", dtype, owner)
         batched = q_in.ndim == 3
         for name, x, d in (("query", q_in, E), ("key", k_in, self.kdim), ("value", v_in, self.vdim)):
             if x.ndim != q_in.ndim or x.ndim not in (2, 3) or x.shape[-1] != d:
@@ -875,7 +875,7 @@ class MultiheadAttention(Module):
         if not self._qkv_same_embed_dim:
             raise ValueError(f"{owner}: forward_tokens is self-attention: it needs kdim = vdim "
                              f"= embed_dim, got kdim={self.kdim}, vdim={self.vdim}")
-        x = _as_input(x, "x", self.dtype, owner)
+        x = as_input(x, "x", self.dtype, owner)
         is_causal = False if is_causal is None else as_flag(is_causal, "is_causal", owner)
         need_weights = as_flag(need_weights, "need_weights", owner)
         B, L, E, H = tokens.B, tokens.L, self.embed_dim, self.num_heads
@@ -975,7 +975,7 @@ class TransformerEncoderLayer(Module):
         super().__init__()
         owner = type(self).__name__
         self.dtype = as_float_dtype(dtype, owner)
-        self.activation = _check_activation(activation, owner)
+        self.activation = check_activation(activation, owner)
         self.dropout = _check_dropout(dropout, owner)
         self.norm_first, self.batch_first = bool(norm_first), bool(batch_first)
         rng = _rng(seed)
@@ -1021,7 +1021,7 @@ class TransformerEncoderLayer(Module):
             return _on_real_tokens(
                 lambda x, tokens: self.forward_tokens(x, tokens, src_mask, is_causal)[0],
                 src, src_key_padding_mask, self.batch_first, self.dtype, owner)
-        x = _as_input(src, "src", self.dtype, owner)
+        x = as_input(src, "src", self.dtype, owner)
         kw = dict(attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
                   is_causal=is_causal, kv_cache=kv_cache)
         return self._blocks(x, lambda y: self.self_attn(y, **kw)[0])
@@ -1054,7 +1054,7 @@ class TransformerDecoderLayer(Module):
         super().__init__()
         owner = type(self).__name__
         self.dtype = as_float_dtype(dtype, owner)
-        self.activation = _check_activation(activation, owner)
+        self.activation = check_activation(activation, owner)
         self.dropout = _check_dropout(dropout, owner)
         self.norm_first, self.batch_first = bool(norm_first), bool(batch_first)
         rng = _rng(seed)
@@ -1079,8 +1079,8 @@ class TransformerDecoderLayer(Module):
         self-attention ((L, L) masks), memory_* masks to the cross-attention
         ((L, S) masks, (B, S) padding)."""
         owner = type(self).__name__
-        x = _as_input(tgt, "tgt", self.dtype, owner)
-        mem = _as_input(memory, "memory", self.dtype, owner)
+        x = as_input(tgt, "tgt", self.dtype, owner)
+        mem = as_input(memory, "memory", self.dtype, owner)
         sa = dict(attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
                   is_causal=tgt_is_causal)
         ca = dict(attn_mask=memory_mask, key_padding_mask=memory_key_padding_mask,
@@ -1228,7 +1228,7 @@ class PositionalEncoding(Module):
         self.pe = pe.astype(self.dtype)
 
     def forward(self, x, offset=0):
-        x = _as_input(x, "x", self.dtype, "PositionalEncoding")
+        x = as_input(x, "x", self.dtype, "PositionalEncoding")
         offset = as_int(offset, "offset", "PositionalEncoding")
         ax = 1 if (self.batch_first and x.ndim == 3) else 0
         L = x.shape[ax] if x.ndim >= 2 else 0
@@ -1430,7 +1430,7 @@ class DecoderOnly(Module):
         the T positions. With cache (from new_cache): x holds the T positions
         that follow the cached ones; returns their outputs and extends the
         caches (identical to the full forward's last T rows)."""
-        x = _as_input(x, "x", self.dtype, "DecoderOnly")
+        x = as_input(x, "x", self.dtype, "DecoderOnly")
         if x.ndim != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"DecoderOnly: x has shape {x.shape}; expected (B, T, {self.d_model})")
         if cache is None:

@@ -21,7 +21,7 @@ from the real (non-padding) keys and shared by every layer.
 import numpy as np
 
 from ._validate import as_float_dtype, as_int, as_real
-from .nn import LayerNorm, Linear, Module, RotaryEmbedding, _as_input, _check_activation
+from .nn import LayerNorm, Linear, Module, RotaryEmbedding, as_input, check_activation
 from .ops.attention import KVCache, scaled_dot_product_attention
 from .ops.rows import gelu, relu, rms_norm, silu
 
@@ -76,7 +76,7 @@ class GatedMLP(Module):
     def __init__(self, dim, hidden_dim, activation="silu", bias=False, *, dtype=np.float32,
                  seed=None):
         super().__init__()
-        self.activation = _check_activation(activation, "GatedMLP")
+        self.activation = check_activation(activation, "GatedMLP")
         rng = np.random.default_rng(seed)
         self.hidden_dim = as_int(hidden_dim, "hidden_dim", "GatedMLP", lo=1)
         self.gate_up_proj = Linear(dim, 2 * self.hidden_dim, bias, dtype=dtype, seed=rng)
@@ -99,7 +99,7 @@ class MLP(Module):
     def __init__(self, dim, hidden_dim, activation="gelu_tanh", bias=True, *, dtype=np.float32,
                  seed=None):
         super().__init__()
-        self.activation = _check_activation(activation, "MLP")
+        self.activation = check_activation(activation, "MLP")
         rng = np.random.default_rng(seed)
         self.fc1 = Linear(dim, hidden_dim, bias, dtype=dtype, seed=rng)
         self.fc2 = Linear(hidden_dim, dim, bias, dtype=dtype, seed=rng)
@@ -175,7 +175,7 @@ class CausalSelfAttention(Module):
         keys and values are appended to it and the L queries attend to all
         S (one decode step when L = 1)."""
         owner = "CausalSelfAttention"
-        x = _as_input(x, "x", self.dtype, owner)
+        x = as_input(x, "x", self.dtype, owner)
         if x.ndim != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"{owner}: x has shape {x.shape}; expected (B, L, {self.embed_dim})")
         B, L, _ = x.shape
