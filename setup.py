@@ -9,7 +9,7 @@
   the baseline target; each ISA folder csrc/kernels/<isa>/ gets that ISA's
   flags alone (ISA_FLAGS; x86-64 only), and cpu.c picks the kernels at run
   time.
-* No host-tuned or fast-math flags (see DESIGN.md): IEEE semantics, portable code.
+* No host-tuned or fast-math flags (the project's design rule; docs/kernels.md): IEEE semantics, portable code.
 
 Environment variables read at build time:
 

@@ -7,7 +7,7 @@ identity (CPU model, cattn's kernel path) in every results file.
 
 A plain `pytest` never collects this folder (pyproject: testpaths = ["tests"]).
 
-Method (RESEARCH.md, "Benchmark method"). OpenBLAS and OpenMP threads keep
+Method (CONTRIBUTING.md, benchmarks). OpenBLAS and OpenMP threads keep
 spinning for >0.1 s after a call and slow whichever library runs next, so a
 test times ONE library's calls as a block: ~0.3 s of untimed warm-up, then
 pytest-benchmark rounds (`--benchmark-max-time` seconds, default 1, and at

@@ -177,7 +177,7 @@ typedef struct {
 
 int cattn_attention_f32(cattn_attn_args *args, int n_threads);
 int cattn_attention_f64(cattn_attn_args *args, int n_threads);
-/* ---- softmax.c / norm.c / act.c ----
+/* ---- rows.c: softmax, norms, activations ----
  * Row-wise kernels: one thread owns a whole row (or block of columns), rows
  * are handed out in fixed chunks, so results are bitwise identical for any n_threads.
  * Inputs below 32768 elements per thread run on fewer threads (one for small). */

@@ -1,8 +1,11 @@
-/* dispatch.h — the kernel table: every entry the drivers (gemm.c,
- * attention.c, softmax.c, norm.c, act.c) call, with its contract. cpu.c
+/* dispatch.h — the kernel table: every entry the drivers (gemm.c, qgemm.c,
+ * attention.c, rows.c) call, with its contract. cpu.c
  * fills the table once at load: the portable kernels (kernels/ref/), then
  * each ISA the CPU supports overrides its entries (kernels/<isa>/table.c).
- * Adding an ISA = one folder under kernels/ and one block in cpu.c.
+ * Adding an ISA: a folder under kernels/ with its table.c, its prototype
+ * below, its entries in cpu.c (PATHS, the CPU test, cattn_init), its
+ * feature flags in cpuinfo.h and cattn/_cpu.pxi, its compiler flags in
+ * setup.py (ISA_FLAGS) and a row in tests/cattn_testing/paths.py.
  *
  * Legend: MR x NR the register tile (config.h); L queries, S keys, E head
  * dim, Ev value dim; T = float (f32) or double (f64) in every pair below.

@@ -1,5 +1,5 @@
 /* threads.h — OpenMP in one place: the directive macro, thread ids, and
- * the thread policy of the row-wise kernels (softmax.c, norm.c, act.c).
+ * the thread policy of the row-wise kernels (rows.c: softmax, norms, activations).
  * Every split here is by fixed rows or chunks: which thread computes a
  * value never changes it, so results are bitwise identical for any count.
  */

@@ -8,7 +8,7 @@ Every row runs cattn, NumPy and (when installed) torch on the same inputs.
 Each library is timed as a block: ~0.3 s of untimed warm-up, then several
 runs of a few calls; the median run is reported. Blocks, not interleaved
 calls, because OpenBLAS threads keep spinning for >0.1 s after a call and
-slow an OpenMP kernel that runs right after (see RESEARCH.md).
+slow an OpenMP kernel that runs right after (CONTRIBUTING.md, benchmarks).
 
 Shape legend: M/N/K for matmul; B batch, H heads, L queries, S keys, E is
 the head dim (the value dim too here) for attention; rows (n, d).
