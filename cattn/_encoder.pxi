@@ -16,20 +16,24 @@
 
 from libc.stdlib cimport malloc, free
 
-# linear weight kinds (nn_fastpath passes them as ints)
+# linear weight kinds (nn_fastpath and nn_program pass them as ints):
+# packed float32, bfloat16, int8 panels, or a plain float32 (N, K) array
 cdef enum:
     W_F32 = 0
     W_BF16 = 1
     W_INT8 = 2
+    W_PLAIN = 3
 ENCODER_KINDS = {"float32": W_F32, "bfloat16": W_BF16, "int8": W_INT8}
+PLAIN_KIND = W_PLAIN
 
 cdef struct enc_lin:
     int kind
-    const void *P
-    const float *sw
+    const void *P               # the panels, or W_PLAIN's array (element (j, p) at
+    const float *sw             #   P[j*rsw + p*csw])
     const int32_t *colsum
     const float *bias
     int64_t N, K
+    int64_t rsw, csw
 
 cdef struct enc_layer:
     enc_lin lin[4]              # in_proj, out_proj, linear1, linear2
@@ -48,6 +52,9 @@ cdef int _lin(const enc_lin *w, float *y, const float *x, int64_t M, int act,
     if w.kind == W_INT8:
         return cattn_linear_int8(y, w.N, 1, x, w.K, 1, <const int8_t *>w.P, w.sw, w.colsum,
                                  M, w.N, w.K, w.bias, act, nt)
+    if w.kind == W_PLAIN:
+        return cattn_gemm_f32(y, w.N, 1, x, w.K, 1, <const float *>w.P, w.csw, w.rsw, M, w.N,
+                              w.K, w.bias, act, nt)
     if w.kind == W_BF16:
         return cattn_linear_packed_bf16(y, w.N, 1, x, w.K, 1, <const uint16_t *>w.P, M, w.N,
                                         w.K, w.bias, act, nt)
@@ -101,6 +108,7 @@ def encoder_f32(list layers, cnp.ndarray x, cnp.ndarray qkv, cnp.ndarray ctx, cn
                 L[i].lin[j].bias = <const float *>_ptr(bias)
                 L[i].lin[j].N = N
                 L[i].lin[j].K = K
+                L[i].lin[j].rsw = L[i].lin[j].csw = 0
             L[i].ln_w[0] = <const float *>_ptr(item[4])
             L[i].ln_b[0] = <const float *>_ptr(item[5])
             L[i].eps[0] = item[6]

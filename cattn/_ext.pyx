@@ -6,7 +6,7 @@ Callers (cattn/ops/: gemm.py, attention.py, rows.py) have already validated
 dtypes, shapes and strides; every function here takes arrays whose data is
 aligned and whose element strides are passed explicitly (in elements).
 One file per concern is included at the end (_cpu.pxi, _gemm.pxi,
-_attention.pxi, _rows.pxi, _encoder.pxi, _tokens.pxi). The C constants Python needs are exported once from here:
+_attention.pxi, _rows.pxi, _encoder.pxi, _decoder.pxi, _tokens.pxi). The C constants Python needs are exported once from here:
 ACT_CODES (activations) and MASK_KINDS (attention masks).
 """
 import numpy as np
@@ -107,4 +107,5 @@ include "_gemm.pxi"
 include "_attention.pxi"
 include "_rows.pxi"
 include "_encoder.pxi"
+include "_decoder.pxi"
 include "_tokens.pxi"

@@ -143,6 +143,14 @@ _SKIP_INIT = contextvars.ContextVar("cattn_nn_skip_init", default=False)
 _MUTATIONS = [0]
 
 
+def mutation_count():
+    """How many Module attribute assignments this process has made: a
+    description built from modules (nn_fastpath, nn_program) stays valid
+    while this count is unchanged (in-place edits of a parameter's values
+    need no rebuild: the descriptions point at the same arrays)."""
+    return _MUTATIONS[0]
+
+
 def skip_init(module_cls, *args, **kwargs):
     """module_cls(*args, **kwargs) with its random initial weights allocated
     but not drawn (contents undefined; norms and biases keep their constant
@@ -1292,7 +1300,7 @@ class RotaryEmbedding(Module):
         self._tables = {}
 
     # positions past this many are computed per call instead of growing the cached table
-    _TABLE_MAX = 1 << 20
+    _TABLE_MAX = TABLE_MAX = 1 << 20
     # positions must stay exact in the float64 angle p * theta
     _POS_MAX = 1 << 53
 
@@ -1313,6 +1321,13 @@ class RotaryEmbedding(Module):
             c = (np.cos(ang).astype(dtype), np.sin(ang).astype(dtype))
             self._tables[np.dtype(dtype)] = c
         return c[0][start:start + n], c[1][start:start + n]
+
+    def table(self, n, dtype=np.float32):
+        """(cos, sin), each (n, D/2) in dtype: the angles p * theta_i of
+        positions p = 0..n-1, the values apply() and apply_positions() use
+        (read-only views of the cached table; n <= 2**20)."""
+        n = as_int(n, "n", "RotaryEmbedding.table", lo=0, hi=self._TABLE_MAX)
+        return self._cos_sin(0, n, np.dtype(dtype))
 
     def apply(self, x, offset=0):
         """x (..., T, D) at positions offset..offset+T-1 -> rotated copy."""

@@ -253,4 +253,16 @@ int64_t cattn_embed_sum_f32(float *x, const int64_t *ids, int64_t T, const float
 int cattn_mean_pool_f32(float *out, const float *x, const int64_t *lengths, int64_t B,
                         int64_t E, int normalize);
 
+/* decoder.c: a decoder step's row operations (single-threaded; the
+ * formulas are in decoder.c's header). RoPE in place on `heads` heads of D
+ * per row, at positions pos[r] of the (positions, D/2) cos/sin tables: */
+void cattn_rope_f32(float *x, int64_t rows, int64_t rs, int64_t heads, int64_t D,
+                    const int64_t *pos, const float *cos, const float *sin);
+/* The L new rows of each sequence (rows b*L + t of src, Hk heads of D from
+ * the row's start) into cache (B, Hk, max_len, D) at positions start.. : */
+void cattn_kv_append_f32(float *cache, int64_t B, int64_t Hk, int64_t max_len, int64_t D,
+                         int64_t start, const float *src, int64_t L, int64_t rs);
+/* g (rows, n) *= u's rows (row stride rs), elementwise: */
+void cattn_gate_mul_f32(float *g, const float *u, int64_t rows, int64_t n, int64_t rs);
+
 #endif

@@ -24,7 +24,7 @@ OP_MODULES = [
     "test_matmul.py", "test_linear.py", "test_packed.py", "test_packed_formats.py",
     "test_vexp.py", "test_softmax.py", "test_norm.py", "test_activations.py",
     "test_attention.py", "test_kvcache.py", "test_attention_numerics.py",
-    "test_unaligned.py", "test_errors.py",
+    "test_unaligned.py", "test_errors.py", "test_decoder_program.py",
     "test_properties_gemm.py", "test_properties_rows.py",
     "test_properties_attention.py", "test_properties_api.py",
 ]

@@ -34,6 +34,7 @@ import time
 import numpy as np
 
 from .. import nn
+from ..nn_program import decoder_program
 from .._validate import as_flag, as_int, as_real, show
 from ..ops.attention import KVCache
 from ..ops.gemm import linear
@@ -391,6 +392,14 @@ class CausalLM(nn.Module):
         return x
 
     def _layers(self, x, positions, mask, caches=None):
+        """x (B, L, E) through every layer. On KV caches (prefill and decode)
+        the stack runs as one program (cattn.nn_program: one C call, the
+        layers' bits); without caches, and for a stack the program does not
+        take, the layers run one by one."""
+        if caches is not None:
+            prog = decoder_program(self.layers)
+            if prog is not None:
+                return prog.run(x, caches, positions, mask)
         for i, layer in enumerate(self.layers):
             x = layer(x, positions, mask, None if caches is None else caches[i])
         return x

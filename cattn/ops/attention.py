@@ -424,6 +424,17 @@ class KVCache:
     def reset(self):
         self._length = 0
 
+    def mark_filled(self, t):
+        """Count t more positions as filled: positions length..length+t-1 of
+        k and v were written in place (a decoder program's step does so);
+        returns the new length. ValueError past max_len."""
+        t = as_int(t, "t", "KVCache.mark_filled", lo=0)
+        if self._length + t > self.max_len:
+            raise ValueError(f"KVCache.mark_filled: {self._length} + {t} positions exceed "
+                             f"max_len {self.max_len}")
+        self._length += t
+        return self._length
+
     def attend(self, q, attn_mask=None, is_causal=True, *, scale=None, out=None):
         """Attention of q (batch, Hq, L, head_dim) over the filled prefix;
         Hq may be a multiple of kv_heads (GQA). Causal is lower-right aligned:

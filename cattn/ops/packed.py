@@ -152,6 +152,12 @@ class PackedWeight:
         """Bytes of the packed data (and of int8's scales)."""
         return self._data.nbytes + (0 if self._scale is None else self._scale.nbytes)
 
+    def kernel_arrays(self):
+        """(data, scale, colsum): the read-only arrays the kernels take (the
+        packed panels in their stored dtype; int8's per-channel scales and
+        sums of qw, padded with 0 to 16 columns; None for other formats)."""
+        return self._data, self._scale, self._colsum
+
     def __repr__(self):
         return f"PackedWeight(shape={self._shape}, format={self._format!r}, nbytes={self.nbytes})"
 

@@ -1,0 +1,212 @@
+# _decoder.pxi — a decoder stack's forward step in one call: every layer on
+# the step's new token rows, each sequence's KV cache appended in place
+# (prefill: L prompt tokens; decode: L = 1). Included by _ext.pyx after
+# _encoder.pxi (its linear entry `_lin` and weight kinds). cattn/nn_program.py
+# builds the description once from the modules and checks every argument;
+# this file trusts them.
+#
+# The same kernel calls, with the same arguments, in the same order, as the
+# modules' forward (nn_decoder.DecoderBlock on a KVCache): the linear
+# layers, the norms, the fused attention over the cache; the row operations
+# NumPy did between them are csrc/decoder.c's loops (rotary, KV append,
+# gated product), rounded as NumPy rounds. So the bits are the modules'.
+# float32 only.
+# Legend: B sequences, L new tokens each, T = B*L rows (sequence-major), E
+# model width, H query heads, Hk kv heads (GQA: H = Hk * group), D head
+# dim, W = (H + 2 Hk) D the fused q|k|v row, F the MLP's hidden width,
+# S0 cached positions before the step, S = S0 + L.
+#
+# Per layer (pre-norm):  h   = norm1(x)                         (T, E)
+#                        qkv = h Wqkv^T + b                      (T, W)
+#                        q, k = rope(q, k) at each row's position   (in place)
+#                        cache[:, :, S0:S] = k, v               (B, Hk, ., D)
+#                        ctx = softmax(q K^T / sqrt(D) + mask) V (T, H D)  over the cache
+#                        x   = x + ctx Wo^T + bo
+#                        h   = norm2(x)
+#   gated (SwiGLU):      x   = x + (act(h Wg^T) * (h Wu^T)) Wd^T   (gate|up one GEMM)
+#   plain (GPT-2):       x   = x + act(h W1^T + b1) W2^T + b2
+
+cdef extern from "cattn.h" nogil:
+    void cattn_rope_f32(float *x, int64_t rows, int64_t rs, int64_t heads, int64_t D,
+                        const int64_t *pos, const float *cos, const float *sin)
+    void cattn_kv_append_f32(float *cache, int64_t B, int64_t Hk, int64_t max_len, int64_t D,
+                             int64_t start, const float *src, int64_t L, int64_t rs)
+    void cattn_gate_mul_f32(float *g, const float *u, int64_t rows, int64_t n, int64_t rs)
+
+cdef struct dec_layer:
+    enc_lin lin[4]              # qkv, o, up (gate|up, or fc1), down (or fc2)
+    const float *nw[2]          # norm1, norm2: weight (None: 1), bias (LayerNorm; None: 0)
+    const float *nb[2]
+    double eps[2]
+
+
+cdef int _dec_norm(bint rms, const dec_layer *ly, int i, float *y, const float *x, int64_t T,
+                   int64_t E, int nt) noexcept nogil:
+    if rms:
+        return cattn_rms_norm_f32(y, E, x, E, ly.nw[i], T, E, ly.eps[i], nt)
+    return cattn_layer_norm_f32(y, E, x, E, ly.nw[i], ly.nb[i], T, E, ly.eps[i], nt)
+
+
+cdef class DecoderStack:
+    """The weights of a decoder stack as C structs (built once), run by
+    step(). layers: per layer (qkv, o, up, down, norm1 weight, norm1 bias,
+    eps1, norm2 weight, norm2 bias, eps2), each linear (kind, data, scale,
+    colsum, bias, N, K, rsw, csw) with None for what its kind lacks; every
+    array float32 (the panels in their stored dtype), aligned, and kept
+    alive by this object."""
+    cdef dec_layer *L
+    cdef readonly int64_t n_layers, E, H, Hk, D, F
+    cdef readonly bint rms, gated, rope
+    cdef readonly int act, act_none
+    cdef readonly double scale
+    cdef object keep
+
+    def __cinit__(self, list layers, int64_t E, int64_t H, int64_t Hk, int64_t D, int64_t F,
+                  bint rms, bint gated, int act, int act_none, bint rope, double scale):
+        cdef int64_t i, j
+        self.n_layers, self.E, self.H, self.Hk, self.D, self.F = len(layers), E, H, Hk, D, F
+        self.rms, self.gated, self.act, self.act_none = rms, gated, act, act_none
+        self.rope, self.scale = rope, scale
+        self.keep = layers
+        self.L = <dec_layer *>malloc(sizeof(dec_layer) * max(self.n_layers, 1))
+        if self.L == NULL:
+            raise MemoryError("DecoderStack: no memory for the layer table")
+        for i in range(self.n_layers):
+            item = layers[i]
+            for j in range(4):
+                kind, data, sw, colsum, bias, N, K, rsw, csw = item[j]
+                self.L[i].lin[j].kind = kind
+                self.L[i].lin[j].P = _ptr(data)
+                self.L[i].lin[j].sw = <const float *>_ptr(sw)
+                self.L[i].lin[j].colsum = <const int32_t *>_ptr(colsum)
+                self.L[i].lin[j].bias = <const float *>_ptr(bias)
+                self.L[i].lin[j].N = N
+                self.L[i].lin[j].K = K
+                self.L[i].lin[j].rsw = rsw
+                self.L[i].lin[j].csw = csw
+            for j in range(2):
+                self.L[i].nw[j] = <const float *>_ptr(item[4 + 3 * j])
+                self.L[i].nb[j] = <const float *>_ptr(item[5 + 3 * j])
+                self.L[i].eps[j] = item[6 + 3 * j]
+
+    def __dealloc__(self):
+        free(self.L)
+
+    def step(self, cnp.ndarray x, int64_t B, int64_t L, list kcache, list vcache,
+             int64_t start, int64_t max_len, object pos, object cos, object sin, object mask,
+             int64_t msb, int64_t rsm, int64_t csm, int nt):
+        """Run every layer on x (T, E) (IN/OUT: the residual stream, updated
+        in place), the rows of B sequences of L new tokens each.
+        kcache, vcache: per layer the (B, Hk, max_len, D) key and value
+        arrays, holding `start` positions; rows start..start+L-1 are written.
+        pos: (T,) int64 rotary positions into the (n, D/2) cos / sin tables
+        (None without rotary). mask: None (causal) or the bool bytes with
+        element (b, i, s) at b*msb + i*rsm + s*csm (True = attend)."""
+        cdef int64_t E = self.E, H = self.H, Hk = self.Hk, D = self.D, F = self.F
+        cdef int64_t T = B * L, Wq = (H + 2 * Hk) * D, HD = H * D, group = H // Hk
+        cdef int64_t nkv = B * Hk, nq = nkv * group, b, k, g, i, S = start + L
+        cdef int64_t nup = (2 * F if self.gated else F)
+        cdef int st = 0
+        cdef int act = self.act, act_none = self.act_none
+        cdef bint rms = self.rms, gated = self.gated, rope = self.rope
+        cdef dec_layer *ly
+        cdef cattn_attn_args a
+        cdef float *px = <float *>cnp.PyArray_DATA(x)
+        cdef const int64_t *ppos = <const int64_t *>_ptr(pos)
+        cdef const float *pcos = <const float *>_ptr(cos)
+        cdef const float *psin = <const float *>_ptr(sin)
+        cdef size_t nfl = <size_t>(T * (2 * E + Wq + HD + nup + (F if gated else 0)))
+        cdef float *buf = <float *>malloc(sizeof(float) * max(nfl, 1))
+        cdef int64_t *off = <int64_t *>malloc(sizeof(int64_t) * (3 * nq + 2 * nkv + 1))
+        cdef float **kv = <float **>malloc(sizeof(float *) * (2 * self.n_layers + 1))
+        if buf == NULL or off == NULL or kv == NULL:
+            free(buf); free(off); free(kv)
+            raise MemoryError(f"DecoderStack.step: no memory for the scratch of {T} rows")
+        cdef float *ph = buf
+        cdef float *pqkv = ph + T * E
+        cdef float *pctx = pqkv + T * Wq
+        cdef float *pa = pctx + T * HD
+        cdef float *pu = pa + T * E
+        cdef float *pg = pu + T * nup
+        cdef int64_t *offq = off
+        cdef int64_t *offo = off + nq
+        cdef int64_t *offm = off + 2 * nq
+        cdef int64_t *offk = off + 3 * nq
+        try:
+            for i in range(self.n_layers):
+                kv[2 * i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>kcache[i])
+                kv[2 * i + 1] = <float *>cnp.PyArray_DATA(<cnp.ndarray>vcache[i])
+            for b in range(B):
+                for k in range(Hk):
+                    offk[b * Hk + k] = (b * Hk + k) * max_len * D
+                    for g in range(group):
+                        i = (b * Hk + k) * group + g
+                        offq[i] = b * L * Wq + (k * group + g) * D
+                        offo[i] = b * L * HD + (k * group + g) * D
+                        offm[i] = b * msb
+            a.O = pctx
+            a.offo = offo
+            a.rso = HD
+            a.Q = pqkv
+            a.offq = offq
+            a.rsq = Wq
+            a.offk = offk
+            a.rsk = D
+            a.offv = offk
+            a.rsv = D
+            a.mask = _ptr(mask)
+            a.mkind = 0 if mask is None else MASK_KINDS["bool"]
+            a.offm = offm
+            a.rsm = rsm
+            a.csm = csm
+            a.W = NULL
+            a.offw = offo
+            a.rsw = HD
+            a.nkv = nkv
+            a.group = group
+            a.L = L
+            a.S = S
+            a.E = D
+            a.Ev = D
+            a.scale = self.scale
+            a.causal = 1 if mask is None else 0
+            a.shift = start
+            with nogil:
+                for i in range(self.n_layers):
+                    ly = &self.L[i]
+                    st = _dec_norm(rms, ly, 0, ph, px, T, E, nt)
+                    if st: break
+                    st = _lin(&ly.lin[0], pqkv, ph, T, act_none, nt)
+                    if st: break
+                    if rope:
+                        cattn_rope_f32(pqkv, T, Wq, H + Hk, D, ppos, pcos, psin)
+                    cattn_kv_append_f32(kv[2 * i], B, Hk, max_len, D, start, pqkv + HD, L, Wq)
+                    cattn_kv_append_f32(kv[2 * i + 1], B, Hk, max_len, D, start,
+                                        pqkv + HD + Hk * D, L, Wq)
+                    a.K = kv[2 * i]
+                    a.V = kv[2 * i + 1]
+                    st = cattn_attention_f32(&a, nt)
+                    if st: break
+                    st = _lin(&ly.lin[1], pa, pctx, T, act_none, nt)
+                    if st: break
+                    _add(px, pa, T * E)                             # x = x + attn
+                    st = _dec_norm(rms, ly, 1, ph, px, T, E, nt)
+                    if st: break
+                    if gated:
+                        st = _lin(&ly.lin[2], pu, ph, T, act_none, nt)
+                        if st: break
+                        st = cattn_act_f32(pg, F, pu, 2 * F, T, F, act, nt)
+                        if st: break
+                        cattn_gate_mul_f32(pg, pu + F, T, F, 2 * F)
+                        st = _lin(&ly.lin[3], pa, pg, T, act_none, nt)
+                    else:
+                        st = _lin(&ly.lin[2], pu, ph, T, act, nt)
+                        if st: break
+                        st = _lin(&ly.lin[3], pa, pu, T, act_none, nt)
+                    if st: break
+                    _add(px, pa, T * E)                             # x = x + mlp
+        finally:
+            free(buf)
+            free(off)
+            free(kv)
+        _check(st)

@@ -1,0 +1,224 @@
+"""cattn.nn_program — a decoder stack as one program: the description of
+its layers (weights, formats, shapes, flags) built once from the modules,
+and each forward step on a KV cache (the prefill of L prompt tokens, or a
+decode step of one token per sequence) run by one nogil C call
+(cattn._ext.DecoderStack.step, cattn/_decoder.pxi).
+
+What this file is: the builder and its checks. A stack of
+nn_decoder.DecoderBlock modules of one shape (what CausalLM makes) becomes
+a DecoderProgram; anything else (another block type or a subclass, float64,
+a layer of another shape or activation, a weight in a form no kernel takes
+as is) gives None and the caller runs the modules themselves. Results are
+the bits of the modules' forward (DecoderBlock on a KVCache), for every
+weight format and thread count: the same kernel calls with the same
+arguments (tests/test_decoder_program.py compares them). What it is not:
+a layer (the layers are nn_decoder's, the reference this program must
+equal) or a kernel.
+
+Legend: B sequences, L new tokens each, E model width, H / Hk query / kv
+heads, D head dim, F the MLP's hidden width, S0 cached positions.
+"""
+import math
+import weakref
+
+import numpy as np
+
+from . import _ext
+from ._threads import get_num_threads
+from .nn import LayerNorm, Linear, RotaryEmbedding, mutation_count
+from .nn_decoder import MLP, CausalSelfAttention, DecoderBlock, GatedMLP, RMSNorm
+from .ops.attention import KVCache
+from .ops.packed import PackedWeight
+
+__all__ = ["DecoderProgram", "decoder_program", "linear_entry"]
+
+_F32 = np.dtype(np.float32)
+_ACT = _ext.ACT_CODES
+# the description of each layer stack, valid while mutation_count() is unchanged
+_built = weakref.WeakKeyDictionary()
+
+
+def _f32_vector(a, n):
+    """a usable as a kernel's (n,) float32 argument as it is (None passes)."""
+    return a is None or (type(a) is np.ndarray and a.dtype == _F32 and a.shape == (n,)
+                         and a.flags.c_contiguous and a.flags.aligned)
+
+
+def linear_entry(lin):
+    """(kind, data, scale, colsum, bias, N, K, rsw, csw) of an nn.Linear as
+    the C programs take it (cattn/_encoder.pxi's kinds: a packed float32,
+    bfloat16 or int8 weight, or a plain float32 array read through its
+    strides), or None when its weight or bias is in another form."""
+    if type(lin) is not Linear:
+        return None
+    W, b = lin.weight, lin.bias
+    if type(W) is PackedWeight:
+        N, K = W.shape
+        kind = _ext.ENCODER_KINDS.get(W.format)
+        if kind is None or W.dtype != _F32 or not _f32_vector(b, N):
+            return None
+        data, scale, colsum = W.kernel_arrays()
+        return (kind, data, scale, colsum, b, N, K, 0, 0)
+    if not (type(W) is np.ndarray and W.dtype == _F32 and W.ndim == 2 and W.flags.aligned
+            and not (W.strides[0] % 4 or W.strides[1] % 4)):
+        return None
+    N, K = W.shape
+    if not _f32_vector(b, N):
+        return None
+    return (_ext.PLAIN_KIND, W, None, None, b, N, K, W.strides[0] // 4, W.strides[1] // 4)
+
+
+def _norm_entry(norm, E):
+    """('rms' or 'layer', weight, bias, eps) of a norm over E, or None."""
+    if type(norm) is RMSNorm:
+        if norm.dim != E or norm.dtype != _F32 or not _f32_vector(norm.weight, E):
+            return None
+        return "rms", norm.weight, None, float(norm.eps)
+    if type(norm) is LayerNorm:
+        if (norm.normalized_shape != (E,) or not _f32_vector(norm.weight, E)
+                or not _f32_vector(norm.bias, E)):
+            return None
+        return "layer", norm.weight, norm.bias, float(norm.eps)
+    return None
+
+
+def _layer_entry(block, shape):
+    """The layer as _ext.DecoderStack takes it and its shape key, or None."""
+    if type(block) is not DecoderBlock:
+        return None
+    sa, mlp = block.self_attn, block.mlp
+    if type(sa) is not CausalSelfAttention or sa.dtype != _F32:
+        return None
+    if type(mlp) is GatedMLP:
+        up, down, F, gated = mlp.gate_up_proj, mlp.down_proj, mlp.hidden_dim, True
+    elif type(mlp) is MLP:
+        up, down, F, gated = mlp.fc1, mlp.fc2, mlp.fc1.out_features, False
+    else:
+        return None
+    E, H, Hk, D = sa.embed_dim, sa.num_heads, sa.num_kv_heads, sa.head_dim
+    n1, n2 = _norm_entry(block.norm1, E), _norm_entry(block.norm2, E)
+    lins = (linear_entry(sa.qkv_proj), linear_entry(sa.o_proj), linear_entry(up),
+            linear_entry(down))
+    if n1 is None or n2 is None or n1[0] != n2[0] or any(w is None for w in lins):
+        return None
+    want = ((H + 2 * Hk) * D, E), (E, H * D), ((2 if gated else 1) * F, E), (E, F)
+    if any(w[5:7] != s for w, s in zip(lins, want)):
+        return None
+    key = (E, H, Hk, D, F, n1[0], gated, mlp.activation, sa.rotary)
+    if shape is not None and key != shape:
+        return None
+    return (*lins, *n1[1:], *n2[1:]), key
+
+
+def decoder_program(layers):
+    """The DecoderProgram of a stack of DecoderBlock layers (an
+    nn.ModuleList or a list), or None when a layer is not of the form it
+    runs. Built once per stack and reused while no Module attribute is
+    assigned (a ModuleList is remembered; a plain list is built each call)."""
+    if not isinstance(layers, list):
+        hit = _built.get(layers)
+        if hit is not None and hit[0] == mutation_count():
+            return hit[1]
+    prog = DecoderProgram._build(list(layers))
+    if not isinstance(layers, list):
+        _built[layers] = (mutation_count(), prog)
+    return prog
+
+
+class DecoderProgram:
+    """One decoder stack's description, run one forward step at a time by
+    run(); make one with decoder_program(layers)."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("DecoderProgram: make one with cattn.nn_program.decoder_program(layers)")
+
+    @classmethod
+    def _build(cls, layers):
+        if not layers:
+            return None
+        entries, shape = [], None
+        for block in layers:
+            got = _layer_entry(block, shape)
+            if got is None:
+                return None
+            entries.append(got[0])
+            shape = got[1]
+        E, H, Hk, D, F, norm, gated, act, rotary = shape
+        self = object.__new__(cls)
+        self.layers = layers
+        self.rotary = rotary
+        self.shape = dict(E=E, H=H, Hk=Hk, D=D, F=F)
+        self._stack = _ext.DecoderStack(entries, E, H, Hk, D, F, norm == "rms", gated,
+                                        _ACT[act or "none"], _ACT["none"], rotary is not None,
+                                        1.0 / math.sqrt(D))   # the attention's default scale
+        return self
+
+    def _fits(self, x, caches):
+        """(start, max_len) when x and caches are what step() takes, else None."""
+        s = self.shape
+        if not (type(x) is np.ndarray and x.dtype == _F32 and x.ndim == 3
+                and x.shape[2] == s["E"] and x.flags.c_contiguous and x.flags.aligned
+                and x.flags.writeable and isinstance(caches, (list, tuple))
+                and len(caches) == len(self.layers)):
+            return None
+        B, L = x.shape[:2]
+        c0 = caches[0]
+        if type(c0) is not KVCache:
+            return None
+        start, max_len, want = c0.length, c0.max_len, (B, s["Hk"], c0.max_len, s["D"])
+        for c in caches:
+            if (type(c) is not KVCache or c.length != start or c.k.shape != want
+                    or c.v.shape != want or c.k.dtype != _F32 or c.v.dtype != _F32
+                    or not (c.k.flags.c_contiguous and c.v.flags.c_contiguous)):
+                return None
+        if start + L > max_len or B * L == 0:
+            return None
+        return start, max_len
+
+    def run(self, x, caches, positions=None, attn_mask=None):
+        """x (B, L, E) -> (B, L, E), as the layers' forward on the caches:
+        `for layer, c in zip(layers, caches): x = layer(x, positions,
+        attn_mask, c)` (arguments as DecoderBlock.forward; every cache
+        holds the same S0 positions and gets the L new ones). x is updated
+        in place and returned when it is a writeable float32 C-contiguous
+        array; anything the program does not take runs the layers."""
+        fit = self._fits(x, caches)
+        mask = pos = cos = sin = None
+        msb = rsm = csm = 0
+        if fit is not None:
+            start, max_len = fit
+            B, L, _ = x.shape
+            if attn_mask is not None:
+                m = attn_mask
+                if not (type(m) is np.ndarray and m.dtype == np.bool_ and m.ndim == 4
+                        and m.shape == (B, 1, L, start + L)):
+                    fit = None
+                else:
+                    mask, (msb, _, rsm, csm) = m, m.strides
+            if fit is not None and self.rotary is not None:
+                if positions is None:
+                    pos = np.arange(start, start + L, dtype=np.int64)
+                    pos = np.tile(pos, B) if B > 1 else pos          # (B*L,), contiguous
+                    top = start + L
+                else:
+                    p = np.asarray(positions)
+                    if p.shape != (B, L) or p.dtype.kind not in "iu" or p.min() < 0:
+                        fit = None
+                    else:
+                        pos = np.ascontiguousarray(p, np.int64).reshape(-1)
+                        top = int(pos.max()) + 1
+                if fit is not None:
+                    if top > RotaryEmbedding.TABLE_MAX:
+                        fit = None
+                    else:
+                        cos, sin = self.rotary.table(top)
+        if fit is None:
+            for layer, c in zip(self.layers, caches):
+                x = layer(x, positions, attn_mask, c)
+            return x
+        self._stack.step(x.reshape(B * L, -1), B, L, [c.k for c in caches],
+                         [c.v for c in caches], start, max_len, pos, cos, sin, mask, msb, rsm,
+                         csm, get_num_threads())
+        for c in caches:
+            c.mark_filled(L)
+        return x
