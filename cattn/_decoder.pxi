@@ -1,7 +1,7 @@
 # _decoder.pxi — a decoder stack's forward step in one call: every layer on
 # the step's new token rows, each sequence's KV cache appended in place
 # (prefill: L prompt tokens; decode: L = 1). Included by _ext.pyx after
-# _encoder.pxi (its linear entry `_lin` and weight kinds). cattn/nn_program.py
+# _encoder.pxi (`_lin`, `_add`; the weights as _gemm.pxi's `_weight` fills them). cattn/nn_program.py
 # builds the description once from the modules and checks every argument;
 # this file trusts them.
 #
@@ -34,7 +34,7 @@ cdef extern from "cattn.h" nogil:
     void cattn_gate_mul_f32(float *g, const float *u, int64_t rows, int64_t n, int64_t rs)
 
 cdef struct dec_layer:
-    enc_lin lin[4]              # qkv, o, up (gate|up, or fc1), down (or fc2)
+    cattn_weight lin[4]         # qkv, o, up (gate|up, or fc1), down (or fc2)
     const float *nw[2]          # norm1, norm2: weight (None: 1), bias (LayerNorm; None: 0)
     const float *nb[2]
     double eps[2]
@@ -51,7 +51,7 @@ cdef class DecoderStack:
     """The weights of a decoder stack as C structs (built once), run by
     step(). layers: per layer (qkv, o, up, down, norm1 weight, norm1 bias,
     eps1, norm2 weight, norm2 bias, eps2), each linear (kind, data, scale,
-    colsum, bias, N, K, rsw, csw) with None for what its kind lacks; every
+    colsum, bias, N, K, rsw, csw) with None for what its kind lacks (_weight); every
     array float32 (the panels in their stored dtype), aligned, and kept
     alive by this object."""
     cdef dec_layer *L
@@ -74,16 +74,7 @@ cdef class DecoderStack:
         for i in range(self.n_layers):
             item = layers[i]
             for j in range(4):
-                kind, data, sw, colsum, bias, N, K, rsw, csw = item[j]
-                self.L[i].lin[j].kind = kind
-                self.L[i].lin[j].P = _ptr(data)
-                self.L[i].lin[j].sw = <const float *>_ptr(sw)
-                self.L[i].lin[j].colsum = <const int32_t *>_ptr(colsum)
-                self.L[i].lin[j].bias = <const float *>_ptr(bias)
-                self.L[i].lin[j].N = N
-                self.L[i].lin[j].K = K
-                self.L[i].lin[j].rsw = rsw
-                self.L[i].lin[j].csw = csw
+                _weight(&self.L[i].lin[j], item[j])
             for j in range(2):
                 self.L[i].nw[j] = <const float *>_ptr(item[4 + 3 * j])
                 self.L[i].nb[j] = <const float *>_ptr(item[5 + 3 * j])

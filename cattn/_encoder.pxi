@@ -3,7 +3,7 @@
 #
 # The same kernel calls, with the same arguments and in the same order, as
 # nn_fastpath's Python loop (and so as the layer-by-layer path): the linear
-# layers (cattn_linear_packed_f32 / _bf16, cattn_linear_int8), the fused
+# layers (cattn_linear_weight: the kernel of each weight's kind), the fused
 # attention per run of equal-length sequences, the residual sums (one
 # float32 add per element, as np.add) and the layer norms; only the Python
 # between them is gone. float32, prepacked weights only.
@@ -16,50 +16,17 @@
 
 from libc.stdlib cimport malloc, free
 
-# linear weight kinds (nn_fastpath and nn_program pass them as ints):
-# packed float32, bfloat16, int8 panels, or a plain float32 (N, K) array
-cdef enum:
-    W_F32 = 0
-    W_BF16 = 1
-    W_INT8 = 2
-    W_PLAIN = 3
-ENCODER_KINDS = {"float32": W_F32, "bfloat16": W_BF16, "int8": W_INT8}
-PLAIN_KIND = W_PLAIN
-
-cdef struct enc_lin:
-    int kind
-    const void *P               # the panels, or W_PLAIN's array (element (j, p) at
-    const float *sw             #   P[j*rsw + p*csw])
-    const int32_t *colsum
-    const float *bias
-    int64_t N, K
-    int64_t rsw, csw
-
 cdef struct enc_layer:
-    enc_lin lin[4]              # in_proj, out_proj, linear1, linear2
+    cattn_weight lin[4]         # in_proj, out_proj, linear1, linear2
     const float *ln_w[2]
     const float *ln_b[2]
     double eps[2]
     int act, pre
 
 
-cdef const void *_ptr(object a):
-    return NULL if a is None else cnp.PyArray_DATA(<cnp.ndarray>a)
-
-
-cdef int _lin(const enc_lin *w, float *y, const float *x, int64_t M, int act,
-              int nt) noexcept nogil:
-    if w.kind == W_INT8:
-        return cattn_linear_int8(y, w.N, 1, x, w.K, 1, <const int8_t *>w.P, w.sw, w.colsum,
-                                 M, w.N, w.K, w.bias, act, nt)
-    if w.kind == W_PLAIN:
-        return cattn_gemm_f32(y, w.N, 1, x, w.K, 1, <const float *>w.P, w.csw, w.rsw, M, w.N,
-                              w.K, w.bias, act, nt)
-    if w.kind == W_BF16:
-        return cattn_linear_packed_bf16(y, w.N, 1, x, w.K, 1, <const uint16_t *>w.P, M, w.N,
-                                        w.K, w.bias, act, nt)
-    return cattn_linear_packed_f32(y, w.N, 1, x, w.K, 1, <const float *>w.P, M, w.N, w.K,
-                                   w.bias, act, nt)
+cdef inline int _lin(const cattn_weight *w, float *y, const float *x, int64_t M, int act,
+                     int nt) noexcept nogil:
+    return cattn_linear_weight(w, y, x, M, act, nt)
 
 
 cdef void _add(float *y, const float *a, int64_t n) noexcept nogil:
@@ -73,7 +40,7 @@ def encoder_f32(list layers, cnp.ndarray x, cnp.ndarray qkv, cnp.ndarray ctx, cn
     """Run `layers` on x (T, E) (IN, not written) -> Y (OUT, (T, E)).
     layers: per layer (in_proj, out_proj, linear1, linear2, ln1_w, ln1_b, eps1,
     ln2_w, ln2_b, eps2, act, pre), each linear (kind, data, scale, colsum,
-    bias, N, K) with None for what its kind lacks; qkv (T, 3E), ctx (T, E),
+    bias, N, K, rsw, csw) with None for what its kind lacks (_weight); qkv (T, 3E), ctx (T, E),
     A (T, E), f (T, F) and H (T, E; pre-LN only, else None) scratch; attn:
     (plan, row0, rows) per run, plans for the views q, k, v of qkv and o of
     ctx starting at row0. All float32, C-contiguous."""
@@ -100,15 +67,7 @@ def encoder_f32(list layers, cnp.ndarray x, cnp.ndarray qkv, cnp.ndarray ctx, cn
         for i in range(n_layers):
             item = layers[i]
             for j in range(4):
-                kind, data, sw, colsum, bias, N, K = item[j]
-                L[i].lin[j].kind = kind
-                L[i].lin[j].P = _ptr(data)
-                L[i].lin[j].sw = <const float *>_ptr(sw)
-                L[i].lin[j].colsum = <const int32_t *>_ptr(colsum)
-                L[i].lin[j].bias = <const float *>_ptr(bias)
-                L[i].lin[j].N = N
-                L[i].lin[j].K = K
-                L[i].lin[j].rsw = L[i].lin[j].csw = 0
+                _weight(&L[i].lin[j], item[j])
             L[i].ln_w[0] = <const float *>_ptr(item[4])
             L[i].ln_b[0] = <const float *>_ptr(item[5])
             L[i].eps[0] = item[6]

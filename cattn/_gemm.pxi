@@ -117,6 +117,56 @@ cdef extern from "cattn.h" nogil:
                              int64_t rsx, int64_t csx, int64_t M, int64_t K)
     int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M, int64_t N,
                         int64_t K, int n_threads)
+    int CATTN_W_F32, CATTN_W_BF16, CATTN_W_INT8, CATTN_W_PLAIN
+    ctypedef struct cattn_weight:
+        int kind
+        const void *P
+        const float *sw
+        const int32_t *colsum
+        const float *bias
+        int64_t N, K
+        int64_t rsw, csw
+    int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,
+                            int n_threads)
+
+# The weight kinds of cattn_linear_weight (csrc/cattn.h CATTN_W_*), by the
+# format names of cattn/ops/formats.py ("plain": a float32 array, unpacked).
+WEIGHT_KINDS = {"float32": CATTN_W_F32, "bfloat16": CATTN_W_BF16, "int8": CATTN_W_INT8,
+                "plain": CATTN_W_PLAIN}
+
+
+cdef const void *_ptr(object a):
+    return NULL if a is None else cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
+cdef int _weight(cattn_weight *w, tuple entry) except -1:
+    """Fill *w from entry = (kind, data, scale, colsum, bias, N, K, rsw, csw)
+    (None for what the kind lacks); w points into entry's arrays."""
+    kind, data, sw, colsum, bias, N, K, rsw, csw = entry
+    w.kind = kind
+    w.P = _ptr(data)
+    w.sw = <const float *>_ptr(sw)
+    w.colsum = <const int32_t *>_ptr(colsum)
+    w.bias = <const float *>_ptr(bias)
+    w.N = N
+    w.K = K
+    w.rsw = rsw
+    w.csw = csw
+    return 0
+
+
+def linear_weight(tuple entry, cnp.ndarray y, cnp.ndarray x, int64_t M, int act, int n_threads):
+    """y (OUT, float32 (M, N) contiguous) = act(x (float32 (M, K) contiguous)
+    · W^T + bias) for the weight `entry` (as _weight takes it), by its kind's
+    kernel (cattn_linear_weight)."""
+    cdef cattn_weight w
+    cdef int st
+    _weight(&w, entry)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(x)
+    with nogil:
+        st = cattn_linear_weight(&w, py, px, M, act, n_threads)
+    _check(st)
 
 
 def packed_layout(bint f32, int64_t N, int64_t K):
@@ -142,7 +192,8 @@ def pack_weight(cnp.ndarray P, cnp.ndarray W, int64_t rsw, int64_t csw, int64_t 
 def linear_packed(cnp.ndarray C, int64_t rsc, int64_t csc, cnp.ndarray A, int64_t rsa,
                   int64_t csa, cnp.ndarray P, int64_t M, int64_t N, int64_t K,
                   object bias, int act, int n_threads):
-    """C (OUT, (M, N)) = A (M, K) · W^T (+ bias, act) from W's packed panels P."""
+    """C (OUT, (M, N)) = A (M, K) · W^T (+ bias, act) from W's packed float32
+    or float64 panels P (strided C and A; bfloat16 and int8: linear_weight)."""
     cdef void *pc = cnp.PyArray_DATA(C)
     cdef void *pa = cnp.PyArray_DATA(A)
     cdef void *pp = cnp.PyArray_DATA(P)
@@ -150,12 +201,7 @@ def linear_packed(cnp.ndarray C, int64_t rsc, int64_t csc, cnp.ndarray A, int64_
     cdef int st
     if bias is not None:
         pbias = cnp.PyArray_DATA(<cnp.ndarray>bias)
-    if P.dtype.num == cnp.NPY_UINT16:
-        with nogil:
-            st = cattn_linear_packed_bf16(<float *>pc, rsc, csc, <const float *>pa, rsa, csa,
-                                          <const uint16_t *>pp, M, N, K, <const float *>pbias,
-                                          act, n_threads)
-    elif C.dtype.num == cnp.NPY_FLOAT32:
+    if C.dtype.num == cnp.NPY_FLOAT32:
         with nogil:
             st = cattn_linear_packed_f32(<float *>pc, rsc, csc, <const float *>pa, rsa, csa,
                                          <const float *>pp, M, N, K, <const float *>pbias,

@@ -286,11 +286,12 @@ class Module:
         elif params is not None and name in params:
             old = params[name]
             if isinstance(value, PACKED):
-                if old is None or value.shape != old.shape or value.dtype != old.dtype:
+                if (old is None or value.shape != old.shape
+                        or value.compute_dtype != compute_dtype(old)):
                     raise ValueError(f"parameter {name!r}: a packed {value.dtype} weight of shape "
                                      f"{value.shape} cannot replace {show(old)}")
             elif isinstance(old, PACKED) and value is not None:   # packed again, same format
-                value = repack(old, _coerce_param(name, value, old.shape, old.dtype))
+                value = repack(old, _coerce_param(name, value, old.shape, old.compute_dtype))
             elif old is not None and value is not None:
                 value = _coerce_param(name, value, old.shape, old.dtype)
             params[name] = value
@@ -1464,5 +1465,5 @@ from .nn_decoder import (CausalSelfAttention, DecoderBlock, GatedMLP, MLP,  # no
                          RMSNorm, causal_mask)
 # Packed formats of the linear weights, also imported last (they know Linear
 # and MultiheadAttention); Module's parameter methods use PACKED and repack.
-from .nn_quantize import PACKED, PackedRows, pack_weights, quantize, repack  # noqa: E402
+from .nn_quantize import PACKED, PackedRows, compute_dtype, pack_weights, quantize, repack  # noqa: E402
 from .nn_fastpath import encoder_tokens  # noqa: E402

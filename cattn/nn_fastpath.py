@@ -115,19 +115,11 @@ def _weight_call(W, b, N, K, dt):
             return None
         W = W.pieces[0]
     if type(W) is PackedWeight:
-        if W._shape != (N, K) or W.dtype != dt:
+        if W.shape != (N, K) or W.compute_dtype != dt:
             return None
-        if W._format == "int8":
-            data, scale, colsum = W._data, W._scale, W._colsum
-
-            def call(x, y, act, nt):
-                _ext.linear_int8(y, N, 1, x, K, 1, data, scale, colsum, len(x), N, K, b,
-                                 act, nt)
-            return call
-        data = W._data
 
         def call(x, y, act, nt):
-            _ext.linear_packed(y, N, 1, x, K, 1, data, len(x), N, K, b, act, nt)
+            W.linear(y, x, len(x), b, act, nt)
         return call
     if not (type(W) is np.ndarray and W.dtype == dt and W.shape == (N, K) and W.flags.aligned
             and not (W.strides[0] % W.itemsize or W.strides[1] % W.itemsize)):
@@ -153,19 +145,13 @@ def _norm_params(norm, E, dt):
 
 
 def _c_linear(W, b):
-    """(kind, data, scale, colsum, bias, N, K) of a float32 PackedWeight (or
-    a one-piece PackedRows) for _ext.encoder_f32, or None."""
+    """The weight as _ext.encoder_f32 takes it (PackedWeight.kernel_entry)
+    for a float32 PackedWeight (or a one-piece PackedRows), or None."""
     if type(W) is PackedRows:
         W = W.pieces[0] if len(W.pieces) == 1 else None
-    if type(W) is not PackedWeight or W.dtype != np.float32:
+    if type(W) is not PackedWeight or W.compute_dtype != np.float32:
         return None
-    kind = _ext.ENCODER_KINDS.get(W._format)
-    if kind is None:
-        return None
-    N, K = W._shape
-    if W._format == "int8":
-        return (kind, W._data, W._scale, W._colsum, b, N, K)
-    return (kind, W._data, None, None, b, N, K)
+    return W.kernel_entry(b)
 
 
 def _c_layer(layer, prog):

@@ -53,19 +53,16 @@ def linear_entry(lin):
         return None
     W, b = lin.weight, lin.bias
     if type(W) is PackedWeight:
-        N, K = W.shape
-        kind = _ext.ENCODER_KINDS.get(W.format)
-        if kind is None or W.dtype != _F32 or not _f32_vector(b, N):
+        if W.compute_dtype != _F32 or not _f32_vector(b, W.shape[0]):
             return None
-        data, scale, colsum = W.kernel_arrays()
-        return (kind, data, scale, colsum, b, N, K, 0, 0)
+        return W.kernel_entry(b)
     if not (type(W) is np.ndarray and W.dtype == _F32 and W.ndim == 2 and W.flags.aligned
             and not (W.strides[0] % 4 or W.strides[1] % 4)):
         return None
     N, K = W.shape
     if not _f32_vector(b, N):
         return None
-    return (_ext.PLAIN_KIND, W, None, None, b, N, K, W.strides[0] // 4, W.strides[1] // 4)
+    return (_ext.WEIGHT_KINDS["plain"], W, None, None, b, N, K, W.strides[0] // 4, W.strides[1] // 4)
 
 
 def _norm_entry(norm, E):

@@ -25,14 +25,11 @@ import numpy as np
 from .nn import Linear, Module, MultiheadAttention
 from ._validate import show
 from .ops.gemm import linear
-from .ops.packed import PackedWeight, pack_weight
+from .ops.packed import FORMATS, PackedWeight, pack_weight
 
-__all__ = ["quantize", "pack_weights", "PackedRows", "DTYPES"]
+__all__ = ["quantize", "pack_weights", "PackedRows", "DTYPES", "compute_dtype"]
 
 DTYPES = ("float32", "bfloat16", "int8", "float64")
-# the dtype a module must compute in to hold each format
-_COMPUTE = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(np.float32),
-            "int8": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 
 
 class PackedRows:
@@ -61,6 +58,10 @@ class PackedRows:
     @property
     def dtype(self):
         return self.pieces[0].dtype
+
+    @property
+    def compute_dtype(self):
+        return self.pieces[0].compute_dtype
 
     @property
     def format(self):
@@ -105,6 +106,12 @@ class PackedRows:
 PACKED = (PackedWeight, PackedRows)
 
 
+def compute_dtype(p):
+    """The NumPy dtype a parameter computes in: an array's dtype, a packed
+    weight's compute_dtype (its dtype names its format)."""
+    return p.compute_dtype if isinstance(p, PACKED) else p.dtype
+
+
 def repack(old, w):
     """New values w (an array of old's shape and dtype) in the packed
     parameter old's format (and, for PackedRows, its row cuts)."""
@@ -143,9 +150,10 @@ def _convert(module, target, op):
             fmt = None if p is None else target(p)
             if fmt is None or (isinstance(p, PACKED) and p.format == fmt):
                 continue
-            if p.dtype != _COMPUTE[fmt]:
-                raise TypeError(f"{op}: {fmt!r} weights need a {_COMPUTE[fmt]} module, but "
-                                f"{prefix}{name} is {p.dtype} (a float64 module packs as "
+            have = compute_dtype(p)
+            if have != FORMATS[fmt].compute:
+                raise TypeError(f"{op}: {fmt!r} weights need a {FORMATS[fmt].compute} module, "
+                                f"but {prefix}{name} is {have} (a float64 module packs as "
                                 "'float64' only, a float32 one as 'float32', 'bfloat16' "
                                 "or 'int8')")
             plan.append((m, name, fmt, cuts))

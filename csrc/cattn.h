@@ -15,6 +15,7 @@
 /* status codes */
 #define CATTN_OK 0
 #define CATTN_ENOMEM 1
+#define CATTN_EKIND 2   /* cattn_linear_weight: no such weight kind */
 
 /* epilogue activations, applied after bias while the C tile is in cache */
 #define CATTN_ACT_NONE 0
@@ -148,6 +149,31 @@ void cattn_quantize_rows(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const
  * scales and no zero point (exact while |acc| <= 2^24, as float). */
 int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M, int64_t N,
                     int64_t K, int n_threads);
+
+/* ---- weights.c: one linear layer's weight, whatever its format ----
+ * The weight kinds (cattn/ops/formats.py names them; a new format is a new
+ * kind here, a case in cattn_linear_weight and its kernels):
+ *   CATTN_W_F32    float32 panels (cattn_pack_weight_f32)
+ *   CATTN_W_BF16   bfloat16 panels (cattn_linear_packed_bf16)
+ *   CATTN_W_INT8   int8 panels with sw and colsum (cattn_linear_int8)
+ *   CATTN_W_PLAIN  a plain float32 (N, K) array, element (j, p) at P[j*rsw + p*csw]
+ * cattn_linear_weight: y (M, N) rows of N = act(x (M, K) rows of K · W^T + bias)
+ * by the kind's kernel, the same bits as that kernel called directly. */
+#define CATTN_W_F32 0
+#define CATTN_W_BF16 1
+#define CATTN_W_INT8 2
+#define CATTN_W_PLAIN 3
+typedef struct {
+    int kind;
+    const void *P;              /* the panels (stored type), or the plain array */
+    const float *sw;            /* int8: per-channel scales (N rounded up to 16) */
+    const int32_t *colsum;      /* int8: sum_k qw[j, k] */
+    const float *bias;          /* (N,) or NULL */
+    int64_t N, K;
+    int64_t rsw, csw;           /* CATTN_W_PLAIN's strides (elements) */
+} cattn_weight;
+int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,
+                        int n_threads);
 
 /* ---- attention.c: fused scaled-dot-product attention ----
  * O = softmax(Q K^T * scale + mask) V per (batch, head), flash-style: the

@@ -30,7 +30,7 @@ import pytest
 
 import cattn
 from cattn import _ext, reference
-from cattn.ops import packed as packed_mod
+from cattn.ops import formats as packed_mod
 from cattn_testing.gemm import check_linear
 from cattn_testing.numerics import assert_within, eps, randn, threads_bitwise
 from cattn_testing.paths import PATHS, run_python
@@ -365,7 +365,7 @@ def test_bf16_linear_empty_dims(rng):
 # ------------------------------------------------------- int8: the integers
 
 def _unpanel(p):
-    return packed_mod._int8_unpanel(p._data, *p.shape).astype(np.int64)
+    return packed_mod.int8_unpanel(p.kernel_entry()[1], *p.shape).astype(np.int64)
 
 
 def _qgemm_check(qa, p):
@@ -389,9 +389,9 @@ def test_int8_weight_quantization_and_panels(rng, N, K):
     p = cattn.pack_weight(w, "int8")
     qw, sw = quantize_weight_reference(w)
     np.testing.assert_array_equal(_unpanel(p), qw)
-    np.testing.assert_array_equal(p._scale[:N], sw)
-    assert (p._scale[N:] == 0).all() and (p._colsum[N:] == 0).all()
-    np.testing.assert_array_equal(p._colsum[:N], qw.sum(axis=1))
+    np.testing.assert_array_equal(p.kernel_entry()[2][:N], sw)
+    assert (p.kernel_entry()[2][N:] == 0).all() and (p.kernel_entry()[3][N:] == 0).all()
+    np.testing.assert_array_equal(p.kernel_entry()[3][:N], qw.sum(axis=1))
     assert np.abs(qw).max(axis=1)[sw > 0].tolist() == [127] * int((sw > 0).sum())
     np.testing.assert_array_equal(p.unpack(), qw.astype(F32) * sw[:, None])
     q2, s2 = packed_mod.quantize_int8(w)                      # the public helper agrees
@@ -850,7 +850,7 @@ def test_int8_same_bits_on_every_kernel_path():
 def test_metadata_round_trips_and_readonly(rng, fmt, N, K):
     w = randn(rng, (N, K))
     p = cattn.pack_weight(w, fmt)
-    assert p.format == fmt and p.dtype == F32 and p.shape == (N, K)
+    assert p.format == fmt and p.dtype == fmt and p.compute_dtype == F32 and p.shape == (N, K)
     Np = -(-N // 16) * 16
     if fmt == "int8":
         assert p._data.dtype == np.int8
@@ -878,7 +878,7 @@ def test_metadata_round_trips_and_readonly(rng, fmt, N, K):
         assert other.format == fmt and other.shape == (N, K) and other.nbytes == p.nbytes
         np.testing.assert_array_equal(other.unpack(), unpacked)
         np.testing.assert_array_equal(cattn.linear(x, other), want)
-    for a in (p._data, p._scale, p._colsum, q._data):
+    for a in (p._data, p.kernel_entry()[2], p.kernel_entry()[3], q._data):
         if a is not None:
             assert not a.flags.writeable
             with pytest.raises(ValueError):
@@ -895,7 +895,7 @@ def test_int8_from_arrays_padding_is_never_read(rng):
     p = cattn.pack_weight(w, "int8")
     full = rng.integers(-128, 128, (32, 8)).astype(np.int8)
     full[:N, :K] = _unpanel(p)
-    d = {**p.to_arrays(), "data": packed_mod._int8_panels(full)}
+    d = {**p.to_arrays(), "data": packed_mod.int8_panels(full)}
     q = cattn.PackedWeight.from_arrays(d)
     x = randn(rng, (13, K))
     np.testing.assert_array_equal(cattn.linear(x, q), cattn.linear(x, p))

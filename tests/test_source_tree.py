@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 import cattn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,7 +46,11 @@ def _run(args, cwd, **extra_env):
 
 def test_import_from_unbuilt_source_tree_says_what_to_do(tmp_path):
     repo = _unbuilt_repo(tmp_path)
-    r = _run(["-c", "import cattn"], cwd=repo)     # -c: the working directory comes first
+    # -c: the working directory comes first
+    r = _run(["-c", "import cattn; print(cattn._ext.__file__)"], cwd=repo)
+    if r.returncode == 0 and not r.stdout.strip().startswith(str(repo)):
+        pytest.skip("an editable install's import hook finds the built extension from the "
+                    f"unbuilt copy ({r.stdout.strip()}); CI's regular install checks this")
     assert r.returncode != 0
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: "), r.stderr

@@ -141,7 +141,7 @@ def _linear_packed(x, packed, bias, activation, out):
     x = as_float_array(x, "x", op)
     act = _act_code(activation, op)
     N, K = packed.shape
-    dtype = packed.dtype
+    dtype = packed.compute_dtype
     if x.ndim == 0 or x.shape[-1] != K:
         raise ValueError(f"{op}: x has shape {x.shape} but the packed weight has shape "
                          f"{packed.shape}: last dim of x must equal in_features={K}")
@@ -153,7 +153,7 @@ def _linear_packed(x, packed, bias, activation, out):
         arrays.append(bias)
     for name, a in zip(("x", "bias"), arrays):
         if a.dtype != dtype:
-            if packed.format in ("bfloat16", "int8"):
+            if str(packed.format) != dtype.name:
                 raise TypeError(f"{op}: {name} is {a.dtype} but the packed weight is "
                                 f"{packed.format}, which computes in {dtype}: cast {name} "
                                 f"to {dtype}")
@@ -170,12 +170,7 @@ def _linear_packed(x, packed, bias, activation, out):
     X = np.ascontiguousarray(readable(x, dtype)).reshape(M, K)
     C = out if out.flags.c_contiguous else np.empty(shape, dtype)
     b = contiguous(bias, dtype) if bias is not None else None
-    if packed._format == "int8":
-        _ext.linear_int8(C.reshape(M, N), N, 1, X, K, 1, packed._data, packed._scale,
-                         packed._colsum, M, N, K, b, act, get_num_threads())
-    else:
-        _ext.linear_packed(C.reshape(M, N), N, 1, X, K, 1, packed._data, M, N, K, b, act,
-                           get_num_threads())
+    packed.linear(C.reshape(M, N), X, M, b, act, get_num_threads())
     if C is not out:
         out[...] = C
     return out
@@ -192,8 +187,8 @@ def linear(x, weight, bias=None, *, activation=None, out=None):
     """
     op = "linear"
     if type(weight) is PackedWeight:
-        N, K = weight._shape
-        dt = weight.dtype
+        N, K = weight.shape
+        dt = weight.compute_dtype
         if (out is None and type(x) is np.ndarray and x.dtype == dt and x.ndim >= 1
                 and x.shape[-1] == K and (fx := x.flags).c_contiguous and fx.aligned
                 and x.size and N and (act := _ACT_CODES.get(activation)) is not None
@@ -203,13 +198,7 @@ def linear(x, weight, bias=None, *, activation=None, out=None):
             # fast path (inference hot loop): what _linear_packed does after
             # its checks, for a contiguous x, no out=
             y = np.empty(x.shape[:-1] + (N,), dt)
-            M = x.size // K
-            if weight._format == "int8":
-                _ext.linear_int8(y, N, 1, x, K, 1, weight._data, weight._scale,
-                                 weight._colsum, M, N, K, bias, act, get_num_threads())
-            else:
-                _ext.linear_packed(y, N, 1, x, K, 1, weight._data, M, N, K, bias, act,
-                                   get_num_threads())
+            weight.linear(y, x, x.size // K, bias, act, get_num_threads())
             return y
     if isinstance(weight, PackedWeight):
         return _linear_packed(x, weight, bias, activation, out)
