@@ -1,12 +1,12 @@
 # _decoder.pxi — a decoder stack's forward step in one call: every layer on
 # the step's new token rows, each sequence's KV cache appended in place
 # (prefill: L prompt tokens; decode: L = 1). Included by _ext.pyx after
-# _encoder.pxi (`_lin`, `_add`; the weights as _gemm.pxi's `_weight` fills them). cattn/nn_program.py
+# _encoder.pxi (`_lin`, `_add`; the weights as _gemm.pxi's `_weight` fills them). cattn/nn/program.py
 # builds the description once from the modules and checks every argument;
 # this file trusts them.
 #
 # The same kernel calls, with the same arguments, in the same order, as the
-# modules' forward (nn_decoder.DecoderBlock on a KVCache): the linear
+# modules' forward (nn.decoder.DecoderBlock on a KVCache): the linear
 # layers, the norms, the fused attention over the cache; the row operations
 # NumPy did between them are csrc/decoder.c's loops (rotary, KV append,
 # gated product), rounded as NumPy rounds. So the bits are the modules'.

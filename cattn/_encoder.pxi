@@ -1,8 +1,8 @@
 # _encoder.pxi — a stack of encoder layers on token rows in one call
-# (cattn/nn_fastpath.py builds the arguments once). Included by _ext.pyx.
+# (cattn/nn/fastpath.py builds the arguments once). Included by _ext.pyx.
 #
 # The same kernel calls, with the same arguments and in the same order, as
-# nn_fastpath's Python loop (and so as the layer-by-layer path): the linear
+# nn.fastpath's Python loop (and so as the layer-by-layer path): the linear
 # layers (cattn_linear_weight: the kernel of each weight's kind), the fused
 # attention per run of equal-length sequences, the residual sums (one
 # float32 add per element, as np.add) and the layer norms; only the Python

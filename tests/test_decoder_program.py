@@ -1,6 +1,6 @@
-"""cattn.nn_program: a decoder stack run as one program (one C call per
+"""cattn.nn.program: a decoder stack run as one program (one C call per
 forward step on the KV caches) gives the bits of its layers run one by one
-(nn_decoder.DecoderBlock on a KVCache: the reference the program must
+(nn.decoder.DecoderBlock on a KVCache: the reference the program must
 equal, itself tested against transformers in test_llm.py), for every
 weight format (plain float32 arrays, packed float32, bfloat16, int8),
 every family's block (RMSNorm + rotary + GQA + SwiGLU with q/k/v biases;
@@ -18,7 +18,7 @@ from cattn import nn
 from cattn.models import CausalLM
 from cattn.models import causal_lm
 from cattn.models.causal_lm import LLMConfig
-from cattn.nn_program import decoder_program
+from cattn.nn.program import decoder_program
 from cattn.ops.attention import KVCache
 
 V = 64

@@ -192,7 +192,7 @@ def test_token_budget_splits_batches_without_changing_bits(enc, monkeypatch):
     # (whole sentences): any budget gives the same bits, order restored, and
     # the encoder's output lives in kept scratch only inside encode
     from cattn.models import sentence as S
-    from cattn import nn_fastpath
+    from cattn.nn import fastpath as nn_fastpath
     cfg = enc.model.config
     assert S._token_budget(cfg) == S.MAX_BATCH_TOKENS == 4096     # MiniLM's scratch fits
     assert 256 <= S._token_budget(type(cfg)(hidden_size=4096, intermediate_size=16384,

@@ -183,13 +183,15 @@ def test_mha_unbatched(rng):
 class _LinearSpy:
     def __init__(self, monkeypatch):
         self.calls = []
-        real = nn.linear
+        real = cattn.linear
 
         def spy(x, weight, bias=None, **kw):
             y = real(x, weight, bias, **kw)
             self.calls.append((x, weight, y))
             return y
-        monkeypatch.setattr(nn, "linear", spy)
+        for mod in (nn.layers, nn.attention, nn.transformer_layers, nn.packed_params):
+            if getattr(mod, "linear", None) is real:
+                monkeypatch.setattr(mod, "linear", spy)
 
 
 class _SdpaSpy:
@@ -200,7 +202,7 @@ class _SdpaSpy:
         def spy(q, k, v, *a, **kw):
             self.calls.append((q, k, v))
             return real(q, k, v, *a, **kw)
-        monkeypatch.setattr(nn, "scaled_dot_product_attention", spy)
+        monkeypatch.setattr(nn.attention, "scaled_dot_product_attention", spy)
         monkeypatch.setattr(cattn.ops.attention, "scaled_dot_product_attention", spy)
 
 

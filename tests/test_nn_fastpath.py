@@ -1,8 +1,8 @@
-"""cattn.nn_fastpath.encoder_tokens: the fast path TransformerEncoder.
+"""cattn.nn.fastpath.encoder_tokens: the fast path TransformerEncoder.
 forward_tokens takes on the real tokens of a batch (no mask, need_weights=
 False), which must give the same bits as the layer-by-layer path
 (TransformerEncoderLayer.forward_tokens). Every test gets that path from the
-same module by switching the fast path off: cattn.nn.encoder_tokens
+same module by switching the fast path off: cattn.nn.fastpath.encoder_tokens
 monkeypatched to return None, the caller's cue to fall back.
 
 What is compared, bitwise (np.array_equal), fast path against layer-by-layer:
@@ -20,7 +20,7 @@ What is compared, bitwise (np.array_equal), fast path against layer-by-layer:
 - weights assigned, changed in place or loaded (load_state_dict), eps and
   activation changed: seen by the next call (nothing cached stale);
 - all-MiniLM-L6-v2 (float32 and int8 weights) end to end, where installed.
-A spy on cattn.nn.encoder_tokens checks that the fast path ran where it
+A spy on cattn.nn.fastpath.encoder_tokens checks that the fast path ran where it
 should, and that it handed over where it must (an attention mask,
 need_weights, an in_proj cut in two packed pieces, an unaligned or strided
 parameter, rotary embeddings, a float mask adding finite values, token rows
@@ -34,7 +34,12 @@ import numpy as np
 import pytest
 
 import cattn
-from cattn import nn, nn_fastpath
+from cattn import nn
+from cattn.nn import fastpath as nn_fastpath
+from cattn.models import bert as _bert
+
+# the modules that call the fast path (TransformerEncoder, BertModel's one sentence)
+_CALLERS = (nn.transformer, _bert)
 
 F32, F64 = np.float32, np.float64
 FORMATS = {"plain": lambda m: m, "packed": nn.pack_weights,
@@ -78,7 +83,7 @@ def _batch(pad, E, dtype, seed=0):
 
 
 class _Spy:
-    """cattn.nn.encoder_tokens, recording per call whether the fast path ran
+    """cattn.nn.fastpath.encoder_tokens, recording per call whether the fast path ran
     (returned rows) or handed over (None)."""
 
     def __init__(self):
@@ -93,14 +98,16 @@ class _Spy:
 @pytest.fixture
 def spy(monkeypatch):
     s = _Spy()
-    monkeypatch.setattr(nn, "encoder_tokens", s)
+    for mod in _CALLERS:
+        monkeypatch.setattr(mod, "encoder_tokens", s)
     return s
 
 
 def _general(monkeypatch, run):
     """run() on the layer-by-layer path (the fast path switched off)."""
     with monkeypatch.context() as m:
-        m.setattr(nn, "encoder_tokens", lambda *a, **k: None)
+        for mod in _CALLERS:
+            m.setattr(mod, "encoder_tokens", lambda *a, **k: None)
         return run()
 
 
@@ -376,7 +383,8 @@ def _log_kernels(monkeypatch):
     layer-by-layer path calls."""
     log = _KernelLog(nn_fastpath._ext)
     for mod in (nn_fastpath, *map(importlib.import_module,
-                                  ("cattn.ops.gemm", "cattn.ops.rows", "cattn.ops.attention"))):
+                                  ("cattn.ops.gemm", "cattn.ops.formats", "cattn.ops.rows",
+                                   "cattn.ops.attention"))):
         monkeypatch.setattr(mod, "_ext", log)
     return log
 
@@ -492,7 +500,7 @@ def test_kept_scratch_serves_shorter_batches(fmt):
     # a batch with fewer tokens than the previous one runs in views of the
     # kept scratch (no new arrays: SentenceEncoder's longest-first batches
     # allocate once); its results are those of a fresh process's call
-    from cattn import nn_fastpath
+    from cattn.nn import fastpath as nn_fastpath
     enc = _encoder(fmt=fmt)
     long_pad, short_pad = _pad_mask([6, 6, 5, 4]), _pad_mask([3, 2])
     _, t_long, x_long = _batch(long_pad, 20, F32)

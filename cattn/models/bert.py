@@ -33,6 +33,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from .. import _ext, nn
+from ..nn.fastpath import encoder_tokens
 from .._validate import as_float_dtype, as_int, as_real
 
 
@@ -252,8 +253,8 @@ class BertModel(nn.Module):
         if bad >= 0:
             raise ValueError(f"BertModel: token ids must lie in [0, {self.config.vocab_size})")
         x = self.norm(x, out=x)
-        y = nn.encoder_tokens(self.encoder.layers, x, np.array([T], np.int64), False)
-        return None if y is None else nn._final_norm(self.encoder.norm, y)
+        y = encoder_tokens(self.encoder.layers, x, np.array([T], np.int64), False)
+        return None if y is None else nn.transformer_layers.apply_final_norm(self.encoder.norm, y)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None,
                 output_attentions=False):

