@@ -1,22 +1,19 @@
-"""cattn.nn.fastpath — TransformerEncoder.forward_tokens' inference loop:
-the kernel calls of the layer-by-layer path, issued straight to the
-extension.
+"""cattn.nn.fastpath — TransformerEncoder.forward_tokens' inference
+program: a stack of encoder layers on the real tokens of a batch in one C
+call (_ext.encoder_f32, cattn/_encoder.pxi).
 
-What this file is: for a stack of standard encoder layers on the real
-tokens of a batch (nn.RealTokens, no attention mask, no weights asked
-for), each layer runs as the same sequence of kernel calls as
-TransformerEncoderLayer.forward_tokens makes (the same arguments: same
-rows, weights, bias, activation, thread count), without the Python between
-them (argument checks already done once, views, plans): a MiniLM sentence
-spent ~0.5 ms of its ~2 ms there. A float32 stack with packed weights
-(what from_pretrained builds) runs the loop itself in C (_ext.encoder_f32,
-cattn/_encoder.pxi: the same calls, ~0.1 ms less per MiniLM sentence);
-the layer programs are built once per stack and reused while no Module
-attribute is assigned. Results are the same bits as the general path
-(tests/test_nn_fastpath.py checks it). What it is not: new kernels,
-or a second implementation of any layer: anything unusual (a cut packed
-in_proj, rotary embeddings, an attn_mask, odd parameter layouts) returns
-None and the caller takes the general path.
+What this file is: for a float32 stack of standard encoder layers on the
+real tokens of a batch (nn.RealTokens, no attention mask, no weights asked
+for), the description of its layers (weights of any float32 format or
+plain float32 arrays through their strides, norms, flags), built once per
+stack and reused while no Module attribute is assigned; each call runs
+every layer as the same sequence of kernel calls as
+TransformerEncoderLayer.forward_tokens makes (the same rows, weights, bias,
+activation, thread count) inside one nogil call. Results are the same bits
+as the layer-by-layer path (tests/test_nn_fastpath.py checks it). What it
+is not: new kernels, or a second implementation of any layer: anything
+unusual (float64, a cut packed in_proj, rotary embeddings, an attn_mask)
+returns None and the caller runs the layers themselves.
 
 Legend: T real tokens (rows), E model width, H heads, D = E / H, F the
 feed-forward width, b sequences of one length n in a run (b * n rows).
@@ -37,11 +34,10 @@ import numpy as np
 from .. import _ext
 from .._threads import get_num_threads
 from ..ops.attention import fast_plan
-from ..ops.packed import PackedWeight
 from .attention import MultiheadAttention
 from .layers import LayerNorm, Linear
 from .module import mutation_count
-from .packed_params import PackedRows
+from .packed_params import weight_entry
 from .transformer_layers import TransformerEncoderLayer
 
 _ACT = _ext.ACT_CODES
@@ -100,39 +96,6 @@ def _result(T, E, dt):
     return r[:T * E].reshape(T, E)
 
 
-# float32 stacks with packed weights run the loop in C (_ext.encoder_f32):
-# the same kernel calls; False runs them from Python (tests log the calls)
-_C_LOOP = True
-
-
-def _weight_call(W, b, N, K, dt):
-    """A function (x (M, K), y (M, N), act, nt) computing y = act(x W^T + b)
-    by the kernel cattn.linear uses for W, or None if W or b is not in a
-    form the hot path of cattn.linear takes as is."""
-    if b is not None and not (type(b) is np.ndarray and b.dtype == dt and b.shape == (N,)
-                              and b.flags.c_contiguous and b.flags.aligned):
-        return None
-    if type(W) is PackedRows:
-        if len(W.pieces) != 1:
-            return None
-        W = W.pieces[0]
-    if type(W) is PackedWeight:
-        if W.shape != (N, K) or W.compute_dtype != dt:
-            return None
-
-        def call(x, y, act, nt):
-            W.linear(y, x, len(x), b, act, nt)
-        return call
-    if not (type(W) is np.ndarray and W.dtype == dt and W.shape == (N, K) and W.flags.aligned
-            and not (W.strides[0] % W.itemsize or W.strides[1] % W.itemsize)):
-        return None
-    sw0, sw1 = W.strides[0] // W.itemsize, W.strides[1] // W.itemsize
-
-    def call(x, y, act, nt):
-        _ext.gemm(y, N, 1, x, K, 1, W, sw1, sw0, len(x), N, K, b, act, nt)
-    return call
-
-
 def _norm_params(norm, E, dt):
     """(weight, bias, eps) of an nn.LayerNorm usable as they are by the
     layer_norm kernel, or None."""
@@ -146,32 +109,11 @@ def _norm_params(norm, E, dt):
     return norm.weight, norm.bias, eps
 
 
-def _c_linear(W, b):
-    """The weight as _ext.encoder_f32 takes it (PackedWeight.kernel_entry)
-    for a float32 PackedWeight (or a one-piece PackedRows), or None."""
-    if type(W) is PackedRows:
-        W = W.pieces[0] if len(W.pieces) == 1 else None
-    if type(W) is not PackedWeight or W.compute_dtype != np.float32:
-        return None
-    return W.kernel_entry(b)
-
-
-def _c_layer(layer, prog):
-    """The layer as _ext.encoder_f32 takes it (float32, packed weights), or
-    None. prog: its checked program (_layer_program)."""
-    sa = layer.self_attn
-    lins = (_c_linear(sa.in_proj_weight, sa.in_proj_bias),
-            _c_linear(sa.out_proj.weight, sa.out_proj.bias),
-            _c_linear(layer.linear1.weight, layer.linear1.bias),
-            _c_linear(layer.linear2.weight, layer.linear2.bias))
-    if any(w is None for w in lins):
-        return None
-    (w1, b1, e1), (w2, b2, e2) = prog[4], prog[5]
-    return (*lins, w1, b1, e1, w2, b2, e2, prog[8], int(prog[9]))
-
-
-def _layer_program(layer, E, dt):
-    """The kernel calls of one TransformerEncoderLayer, or None."""
+def _layer_entry(layer, E):
+    """One TransformerEncoderLayer as _ext.encoder_f32 takes it (in_proj,
+    out_proj, linear1, linear2, ln1_w, ln1_b, eps1, ln2_w, ln2_b, eps2, act,
+    pre) and its (F, heads), or None when it is not of the standard form."""
+    dt = np.dtype(np.float32)
     if type(layer) is not TransformerEncoderLayer or layer.dtype != dt:
         return None
     sa = layer.self_attn
@@ -182,14 +124,16 @@ def _layer_program(layer, E, dt):
     if sa.rotary is not None or not sa._qkv_same_embed_dim or sa.embed_dim != E:
         return None
     F = layer.linear1.out_features
-    steps = (_weight_call(sa.in_proj_weight, sa.in_proj_bias, 3 * E, E, dt),
-             _weight_call(sa.out_proj.weight, sa.out_proj.bias, E, E, dt),
-             _weight_call(layer.linear1.weight, layer.linear1.bias, F, E, dt),
-             _weight_call(layer.linear2.weight, layer.linear2.bias, E, F, dt),
-             _norm_params(layer.norm1, E, dt), _norm_params(layer.norm2, E, dt))
-    if any(s is None for s in steps) or layer.linear2.out_features != E:
+    lins = (weight_entry(sa.in_proj_weight, sa.in_proj_bias, 3 * E, E),
+            weight_entry(sa.out_proj.weight, sa.out_proj.bias, E, E),
+            weight_entry(layer.linear1.weight, layer.linear1.bias, F, E),
+            weight_entry(layer.linear2.weight, layer.linear2.bias, E, F))
+    norms = (_norm_params(layer.norm1, E, dt), _norm_params(layer.norm2, E, dt))
+    if any(s is None for s in lins + norms) or layer.linear2.out_features != E:
         return None
-    return (*steps, F, sa.num_heads, _ACT[layer.activation], layer.norm_first)
+    (w1, b1, e1), (w2, b2, e2) = norms
+    return ((*lins, w1, b1, e1, w2, b2, e2, _ACT[layer.activation], int(layer.norm_first)),
+            (F, sa.num_heads))
 
 
 def _plan(b, n, E, H, dt, causal, qkv, ctx):
@@ -219,30 +163,22 @@ def encoder_tokens(layers, x, lengths, is_causal):
     None when a layer or x is not of the standard form (the caller then runs
     the layer-by-layer path)."""
     if not (type(x) is np.ndarray and x.ndim == 2 and x.flags.c_contiguous
-            and x.flags.aligned and x.dtype in (np.float32, np.float64)):
+            and x.flags.aligned and x.dtype == np.float32):
         return None
     T, E = x.shape
     dt = x.dtype
     if T == 0 or int(lengths.sum()) != T:
         return None
-    key = (mutation_count(), E, dt)
+    key = (mutation_count(), E)
     cached = _programs.get(layers)
-    if cached is not None and cached[0] == key:
-        progs = cached[1]
-    else:
-        progs = [_layer_program(layer, E, dt) for layer in layers]
-        progs = None if any(p is None for p in progs) else progs
-        clayers = None
-        if progs is not None and dt == np.float32:
-            clayers = [_c_layer(layer, p) for layer, p in zip(layers, progs)]
-            clayers = None if any(c is None for c in clayers) else clayers
-        _programs[layers] = (key, progs, clayers)
-        cached = _programs[layers]
-    if progs is None:
+    if cached is None or cached[0] != key:
+        got = [_layer_entry(layer, E) for layer in layers]
+        cached = _programs[layers] = (key, None if any(g is None for g in got) else got)
+    entries = cached[1]
+    if entries is None:
         return None
-    clayers = cached[2]
-    H = progs[0][7]
-    if E % H or any(p[7] != H for p in progs):
+    H = entries[0][1][1]
+    if E % H or any(g[1][1] != H for g in entries):
         return None
     # runs of consecutive sequences of one length: (first row, b, n)
     runs, start = [], 0
@@ -253,65 +189,18 @@ def encoder_tokens(layers, x, lengths, is_causal):
             runs.append((start, b, n))
         start += b * n
     causal = is_causal is True
-    nt = get_num_threads()
-    pre = any(p[9] for p in progs)
-    Fs = {p[6] for p in progs}
-    F0 = max(Fs)
+    pre = any(g[0][11] for g in entries)
+    F0 = max(g[1][0] for g in entries)
     qkv, ctx, A, f, Hb = _buffers([(T, 3 * E), (T, E), (T, E), (T, F0),
                                    (T, E) if pre else (0,)], dt)
-    none = _ACT["none"]
     attn = []
     for r0, b, n in runs:
         rows = slice(r0, r0 + b * n)
         plan = _plan(b, n, E, H, dt, causal, qkv[rows], ctx[rows])
         if plan is None:
             return None
-        attn.append((plan, rows))
-    if clayers is not None and _C_LOOP and len(Fs) == 1:   # the loop in one C call
-        Y = _result(T, E, dt)                  # the result: a new array (or kept)
-        _ext.encoder_f32(clayers, x, qkv, ctx, A, Y, Hb if pre else None, f,
-                         [(plan, rows.start, rows) for plan, rows in attn], none, nt)
-        return Y
-    # buffers reused by every layer (fresh large arrays cost page faults):
-    # a (the attention block's sum) in A, the layer's output y in Y, which
-    # may be the previous layer's output x (dead once a = x + SA(...) is
-    # formed) but never the caller's x
-    Y, Hn, fs = None, (Hb if pre else None), {F0: f}
-    for in_proj, out_proj, lin1, lin2, (w1, b1, e1), (w2, b2, e2), F, _, act, pre in progs:
-        if pre:
-            if Hn is None:
-                Hn = np.empty((T, E), dt)
-            h = Hn
-            _ext.layer_norm(h, E, x, E, w1, b1, T, E, e1, nt)
-        else:
-            h = x
-        in_proj(h, qkv, none, nt)
-        _attend(qkv, ctx, attn, E, nt)
-        a = A
-        out_proj(ctx, a, none, nt)
-        np.add(a, x, out=a)
-        if pre:
-            _ext.layer_norm(h, E, a, E, w2, b2, T, E, e2, nt)
-        else:
-            _ext.layer_norm(a, E, a, E, w1, b1, T, E, e1, nt)
-            h = a
-        f = fs.get(F)
-        if f is None:
-            f = fs[F] = np.empty((T, F), dt)
-        lin1(h, f, act, nt)
-        if Y is None:
-            Y = np.empty((T, E), dt)
-        y = Y
-        lin2(f, y, none, nt)
-        np.add(y, a, out=y)
-        if not pre:
-            _ext.layer_norm(y, E, y, E, w2, b2, T, E, e2, nt)
-        x = y
-    return x
-
-
-def _attend(qkv, ctx, attn, E, nt):
-    """ctx rows = attention of each run's q over its k, v (views of qkv)."""
-    for plan, rows in attn:
-        q = qkv[rows]
-        _ext.attention(plan, ctx[rows], q, q[:, E:], q[:, 2 * E:], None, nt)
+        attn.append((plan, r0, rows))
+    Y = _result(T, E, dt)                      # the result: a new array (or kept)
+    _ext.encoder_f32([g[0] for g in entries], x, qkv, ctx, A, Y, Hb if pre else None, f, attn,
+                     _ACT["none"], get_num_threads())
+    return Y

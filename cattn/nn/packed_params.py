@@ -7,10 +7,11 @@ formats) or the choice of which weights to pack (quantize.py).
 
 import numpy as np
 
+from .. import _ext
 from ..ops.gemm import linear
 from ..ops.packed import PackedWeight, pack_weight
 
-__all__ = ["PackedRows", "PACKED", "compute_dtype", "repack"]
+__all__ = ["PackedRows", "PACKED", "compute_dtype", "repack", "weight_entry"]
 
 
 class PackedRows:
@@ -99,3 +100,34 @@ def repack(old, w):
     return old.repack(w) if isinstance(old, PackedRows) else pack_weight(w, old.format)
 
 
+
+
+_F32 = np.dtype(np.float32)
+
+
+def _f32_vector(b, n):
+    return b is None or (type(b) is np.ndarray and b.dtype == _F32 and b.shape == (n,)
+                         and b.flags.c_contiguous and b.flags.aligned)
+
+
+def weight_entry(W, b, N, K):
+    """A float32 linear weight W (N, K) with bias b ((N,) or None) as the C
+    programs take it, (kind, data, scale, colsum, bias, N, K, rsw, csw):
+    a PackedWeight (or a one-piece PackedRows) by its format's kernel entry,
+    a plain float32 array through its strides. None when W or b is in
+    another form (float64, a cut PackedRows, an odd bias)."""
+    if not _f32_vector(b, N):
+        return None
+    if type(W) is PackedRows:
+        if len(W.pieces) != 1:
+            return None
+        W = W.pieces[0]
+    if type(W) is PackedWeight:
+        if W.shape != (N, K) or W.compute_dtype != _F32:
+            return None
+        return W.kernel_entry(b)
+    if not (type(W) is np.ndarray and W.dtype == _F32 and W.shape == (N, K) and W.flags.aligned
+            and not (W.strides[0] % 4 or W.strides[1] % 4)):
+        return None
+    return (_ext.WEIGHT_KINDS["plain"], W, None, None, b, N, K, W.strides[0] // 4,
+            W.strides[1] // 4)

@@ -26,10 +26,10 @@ import numpy as np
 from .. import _ext
 from .._threads import get_num_threads
 from ..ops.attention import KVCache
-from ..ops.packed import PackedWeight
 from .decoder import MLP, CausalSelfAttention, DecoderBlock, GatedMLP, RMSNorm
 from .layers import LayerNorm, Linear
 from .module import mutation_count
+from .packed_params import weight_entry
 from .positional import RotaryEmbedding
 
 __all__ = ["DecoderProgram", "decoder_program", "linear_entry"]
@@ -47,24 +47,11 @@ def _f32_vector(a, n):
 
 
 def linear_entry(lin):
-    """(kind, data, scale, colsum, bias, N, K, rsw, csw) of an nn.Linear as
-    the C programs take it (cattn/_encoder.pxi's kinds: a packed float32,
-    bfloat16 or int8 weight, or a plain float32 array read through its
-    strides), or None when its weight or bias is in another form."""
+    """An nn.Linear's weight and bias as the C programs take them
+    (packed_params.weight_entry), or None."""
     if type(lin) is not Linear:
         return None
-    W, b = lin.weight, lin.bias
-    if type(W) is PackedWeight:
-        if W.compute_dtype != _F32 or not _f32_vector(b, W.shape[0]):
-            return None
-        return W.kernel_entry(b)
-    if not (type(W) is np.ndarray and W.dtype == _F32 and W.ndim == 2 and W.flags.aligned
-            and not (W.strides[0] % 4 or W.strides[1] % 4)):
-        return None
-    N, K = W.shape
-    if not _f32_vector(b, N):
-        return None
-    return (_ext.WEIGHT_KINDS["plain"], W, None, None, b, N, K, W.strides[0] // 4, W.strides[1] // 4)
+    return weight_entry(lin.weight, lin.bias, lin.out_features, lin.in_features)
 
 
 def _norm_entry(norm, E):
