@@ -266,13 +266,8 @@ int cattn_act_f64(double *y, int64_t ys, const double *x, int64_t xs,
 int cattn_vexp_f32(float *y, const float *x, int64_t n, int nonpos);
 int cattn_vexp_f64(double *y, const double *x, int64_t n, int nonpos);
 
-/* tokens.c: a sentence model's token rows in and out (single-threaded).
- * x[t] = word[ids[t]] + add0 + pos[t] (float32 adds, left to right): x, pos
- * (T, E), word (V, E), add0 (E,); returns 0, or t + 1 for the first id
- * outside [0, V). */
-int64_t cattn_embed_sum_f32(float *x, const int64_t *ids, int64_t T, const float *word,
-                            int64_t V, const float *add0, const float *pos, int64_t E);
-/* out[b] = mean of sequence b's rows of x (in double, rows in order),
+/* tokens.c: a sentence model's token rows out (single-threaded).
+ * out[b] = mean of sequence b's rows of x (in double, rows in order),
  * divided by max(its L2 norm, 1e-12) when normalize; rounded once.
  * x (sum of lengths, E) holds the sequences' rows one after another;
  * out (B, E); a sequence of no rows gives 0. */

@@ -1,13 +1,7 @@
-/* tokens.c — the token rows of a sentence model, in and out: the
- * embedding sum that makes them and the mean pooling that ends them.
+/* tokens.c — the token rows of a sentence model, out: the mean pooling
+ * that ends them.
  * Single-threaded (microseconds per sentence); not here: the encoder.
  * Legend: T token rows, E width, B sequences, V vocabulary rows.
- *
- * cattn_embed_sum_f32:
- *   x[t] = word[ids[t]] + add0 + pos[t]          x, pos (T, E); word (V, E)
- *   one float32 add at a time, left to right (NumPy's word[ids] + add0 +
- *   pos, bit for bit). An id outside [0, V) returns its index + 1 (x
- *   partly written), else 0.
  *
  * cattn_mean_pool_f32 (the sentence embedding):
  *   m[b] = (sum of sequence b's rows, in row order, in double) / n_b
@@ -20,18 +14,6 @@
 #include <stdlib.h>
 #include "cattn.h"
 #include "common.h"
-
-int64_t cattn_embed_sum_f32(float *x, const int64_t *ids, int64_t T, const float *word,
-                            int64_t V, const float *add0, const float *pos, int64_t E)
-{
-    for (int64_t t = 0; t < T; t++) {
-        if (ids[t] < 0 || ids[t] >= V) return t + 1;
-        const float *CATTN_RESTRICT w = word + ids[t] * E, *CATTN_RESTRICT p = pos + t * E;
-        float *CATTN_RESTRICT y = x + t * E;
-        for (int64_t e = 0; e < E; e++) y[e] = (w[e] + add0[e]) + p[e];
-    }
-    return 0;
-}
 
 int cattn_mean_pool_f32(float *out, const float *x, const int64_t *lengths, int64_t B,
                         int64_t E, int normalize)

@@ -32,8 +32,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .. import _ext, nn
-from ..nn.fastpath import encoder_tokens
+from .. import nn
 from .._validate import as_float_dtype, as_int, as_real
 
 
@@ -231,30 +230,6 @@ class BertModel(nn.Module):
             x += self.token_type_embeddings.weight[token_type_ids]
         x += self.position_embeddings.weight[positions]
         return self.norm(x, out=x)
-
-    def _hidden_one(self, ids):
-        """forward_tokens(ids[None])[0] for one sequence of token ids (T,)
-        int64 (token type 0, no padding), with less Python around the
-        kernels: the embedding sum in one C call, the stack by its fast path
-        (the same kernel calls: the same bits). None when that path does not
-        apply (not float32, no token, a stack the fast path does not take):
-        the caller then runs forward_tokens."""
-        T = ids.shape[0]
-        if not (self.dtype == np.float32 and 0 < T <= self.max_length
-                and self.encoder is not None):
-            return None
-        word, tt, pe = (self.word_embeddings.weight, self.token_type_embeddings.weight,
-                        self.position_embeddings.weight)
-        if not all(type(w) is np.ndarray and w.dtype == np.float32 and w.flags.c_contiguous
-                   for w in (word, tt, pe)):
-            return None
-        x = np.empty((T, word.shape[1]), np.float32)
-        bad = _ext.embed_sum_f32(x, ids, word, tt[0], pe)       # word + type 0 + position
-        if bad >= 0:
-            raise ValueError(f"BertModel: token ids must lie in [0, {self.config.vocab_size})")
-        x = self.norm(x, out=x)
-        y = encoder_tokens(self.encoder.layers, x, np.array([T], np.int64), False)
-        return None if y is None else nn.transformer_layers.apply_final_norm(self.encoder.norm, y)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None,
                 output_attentions=False):

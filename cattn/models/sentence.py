@@ -203,12 +203,6 @@ class SentenceEncoder:
             raise ValueError(f"encode: batch_size must be a positive int, got {batch_size!r}")
         if normalize_embeddings is None:
             normalize_embeddings = self.normalize
-        if single:        # one sentence: its ids straight to the model (the batch path's bits)
-            ids = np.array(self.tokenizer.encode(sentences[0]).ids, dtype=np.int64)
-            one = getattr(self.model, "_hidden_one", None)
-            x = None if one is None else one(ids)                   # (T, E) or None
-            if x is not None:
-                return _pool(x, np.array([ids.shape[0]], np.int64), normalize_embeddings)[0]
         encodings = self._encode_tokens(sentences)
         N, E = len(encodings), self.embedding_dim
         out = np.empty((N, E), dtype=self.model.dtype)
@@ -218,14 +212,9 @@ class SentenceEncoder:
         order = np.argsort(-lengths, kind="stable")         # longest first
         if show_progress_bar is None:
             show_progress_bar = N > 256 and isatty(sys.stderr)
-        if N == 1:        # one sentence: no sorting, no padding (the batch path's bits)
-            ids = np.array(encodings[0].ids, dtype=np.int64)[None]
-            x, _, _ = self.model.forward_tokens(ids)                # (T, E)
-            out[:] = _pool(x, lengths, normalize_embeddings)
-            show_progress_bar = False
         budget = _token_budget(self.model.config)
         with ProgressBar(N, "Encoding", enabled=show_progress_bar) as bar:
-            for start in range(0, N if N > 1 else 0, batch_size):
+            for start in range(0, N, batch_size):
                 for idx in _token_chunks(order[start:start + batch_size], lengths, budget):
                     ids, mask = self._pad([encodings[i] for i in idx])
                     with result_in_scratch():   # x: kept memory, pooled before the next batch
