@@ -6,6 +6,7 @@ process, same weights (float32), same threads. Two faces:
 
     python benchmarks/bench_llm.py [--threads 2] [--rounds 3]
     python benchmarks/bench_llm.py --case overhead [--rounds 15]
+    python benchmarks/bench_llm.py --case formats [--rounds 5]
 
 The model: random-initialised Qwen2ForCausalLM with Qwen2.5-0.5B's shape
 (hidden 896, 24 layers, 14 query heads, 2 KV heads, intermediate 4864,
@@ -35,6 +36,15 @@ alternating in rounds; per round the median of --calls steps each; the
 ratio cattn/transformers is the median of the per-round ratios (bar <= 0.15x).
 The weights are so small that this measures the per-step cost outside the
 arithmetic: Python, dispatch, allocation, thread wake-up.
+
+--case formats (issue 26's byte-rate bar: int8 >= 0.95x float32): the
+0.5B-shaped model loaded by cattn with weights="float32" and "int8", one
+decode step each (one token after the 128-token prompt, contexts 129..1024,
+the cache refilled past it), alternating in rounds (median of --calls steps
+per round); bytes a step reads = every weight in its stored format (packed
+panels and int8 scales; the tied float32 lm_head once) + the KV cache at
+the mean context; byte rate = bytes / step time; the ratio int8/float32 is
+the median of the per-round ratios.
 
 Needs transformers and torch 2.13 (pip install transformers torch==2.13.0).
 """
@@ -237,6 +247,58 @@ def overhead_case(rounds, calls, threads):
                 median_ms=med, ratio=ratio, max_rel_diff=err)
 
 
+def step_bytes(lm, context):
+    """Bytes one decode step reads at `context` positions: each linear weight
+    as stored (PackedWeight.nbytes), the norms, the lm_head (the tied
+    embedding, float32) and the KV cache."""
+    from cattn import nn
+    total = lm.lm_head_weight.nbytes if lm.lm_head is not None else lm.embed.weight.nbytes
+    for m in lm.layers:
+        for sub in (m.norm1, m.norm2, m.self_attn.qkv_proj, m.self_attn.o_proj,
+                    m.mlp.gate_up_proj, m.mlp.down_proj):
+            for p in (sub.weight, getattr(sub, "bias", None)):
+                total += 0 if p is None else p.nbytes
+    assert all(isinstance(layer, nn.DecoderBlock) for layer in lm.layers)
+    return total + kv_cache_bytes(context)
+
+
+def formats_case(rounds, calls, threads):
+    """Issue 26's int8-vs-float32 decode byte rate (see the module docstring)."""
+    import cattn
+    from cattn.models import CausalLM
+    from conftest import machine_summary
+    path = model_dir()
+    ids = prompt()
+    cattn.set_num_threads(threads)
+    lms = {w: CausalLM.from_pretrained(path, weights=w) for w in ("float32", "int8")}
+    steps = {w: cattn_decode_step(lm, ids) for w, lm in lms.items()}
+    ctx = (PROMPT_LEN + 1024) // 2
+    nbytes = {w: step_bytes(lm, ctx) for w, lm in lms.items()}
+    for fn in steps.values():
+        median_call(fn, 3)
+    ms = {w: [] for w in steps}
+    for r in range(rounds):
+        for w, fn in steps.items():
+            ms[w].append(median_call(fn, calls))
+        print(f"round {r}: " + "  ".join(f"{w} {1e3 * v[-1]:.1f} ms ({nbytes[w] / v[-1] / 1e9:.2f}"
+                                        f" GB/s)" for w, v in ms.items()), flush=True)
+    rate = {w: [nbytes[w] / t for t in v] for w, v in ms.items()}
+    ratio = statistics.median(a / b for a, b in zip(rate["int8"], rate["float32"]))
+    info = machine_summary()
+    print(f"\n{info['cpu_model']}, {threads} thread(s), {time.strftime('%Y-%m-%d')}; "
+          f"Qwen2.5-0.5B shape, one decode step at contexts {PROMPT_LEN + 1}..1024; medians of "
+          f"{rounds} rounds x {calls} steps; load average {info.get('load_average')}")
+    print("| weights | bytes / step | ms / step | GB/s |\n|---|---|---|---|")
+    for w in steps:
+        t = statistics.median(ms[w])
+        print(f"| {w} | {nbytes[w] / 2**20:.0f} MiB | {1e3 * t:.1f} | "
+              f"{nbytes[w] / t / 1e9:.2f} |")
+    print(f"| int8 / float32 byte rate (bar >= 0.95x) | | | {ratio:.2f}x |")
+    return dict(cpu=info["cpu_model"], threads=threads, rounds=rounds, calls=calls,
+                bytes=nbytes, median_s={w: statistics.median(v) for w, v in ms.items()},
+                ratio=ratio)
+
+
 def _time(fn, n, calls):
     fn(min(n, 8))                                            # untimed warm-up
     ts = []
@@ -294,7 +356,7 @@ def test_decode(bench, runners, lib):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", choices=["full", "overhead"], default="full",
+    ap.add_argument("--case", choices=["full", "overhead", "formats"], default="full",
                     help="full: the 0.5B-shaped model (default); overhead: one decode step "
                     "of a 24-layer hidden-64 model")
     ap.add_argument("--threads", type=int, default=None,
@@ -304,8 +366,10 @@ def main(argv=None):
     ap.add_argument("--json", metavar="PATH", help="also write the medians here")
     args = ap.parse_args(argv)
     sys.path.insert(0, HERE)
-    if args.case == "overhead":
-        res = overhead_case(args.rounds or 15, args.calls, args.threads or 1)
+    if args.case in ("overhead", "formats"):
+        res = (overhead_case(args.rounds or 15, args.calls, args.threads or 1)
+               if args.case == "overhead" else
+               formats_case(args.rounds or 5, min(args.calls, 10), args.threads or THREADS))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(res, f, indent=1)

@@ -35,9 +35,12 @@ cdef extern from "cattn.h" nogil:
     int cattn_attention_f32(cattn_attn_args *args, int n_threads)
     int cattn_attention_f64(cattn_attn_args *args, int n_threads)
 
-# cattn_attn_args.mkind (csrc/cattn.h): no mask, bool bytes (nonzero =
-# attend), additive (same dtype as Q).
-MASK_KINDS = {"none": 0, "bool": 1, "additive": 2}
+cdef extern from "cattn.h":
+    int CATTN_MASK_NONE, CATTN_MASK_BOOL, CATTN_MASK_ADD
+
+# cattn_attn_args.mkind (csrc/cattn.h CATTN_MASK_*): no mask, bool bytes
+# (nonzero = attend), additive (same dtype as Q).
+MASK_KINDS = {"none": CATTN_MASK_NONE, "bool": CATTN_MASK_BOOL, "additive": CATTN_MASK_ADD}
 
 
 cdef int _attn_args(cattn_attn_args *a, object plan, cnp.ndarray O, cnp.ndarray Q,
@@ -73,7 +76,7 @@ cdef int _attn_args(cattn_attn_args *a, object plan, cnp.ndarray O, cnp.ndarray 
     a.rsv = plan.rsv
     if mask is None:
         a.mask = NULL
-        a.mkind = 0
+        a.mkind = CATTN_MASK_NONE
     else:
         a.mask = cnp.PyArray_DATA(<cnp.ndarray>mask)
         a.mkind = plan.mask_kind

@@ -146,7 +146,7 @@ cdef class DecoderStack:
             a.offv = offk
             a.rsv = D
             a.mask = _ptr(mask)
-            a.mkind = 0 if mask is None else MASK_KINDS["bool"]
+            a.mkind = CATTN_MASK_NONE if mask is None else CATTN_MASK_BOOL
             a.offm = offm
             a.rsm = rsm
             a.csm = csm

@@ -184,12 +184,16 @@ int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t
  *   K: K + offk[u] (S, E) rows rsk;  V: V + offv[u] (S, Ev) rows rsv
  *   O: O + offo[u*group+g] (L, Ev) rows rso (must not overlap inputs)
  *   mask: NULL or + offm[u*group+g], element (i, s) at i*rsm + s*csm;
- *     mkind 1 = bool bytes (nonzero = attend), 2 = additive (same dtype)
+ *     mkind CATTN_MASK_BOOL = bool bytes (nonzero = attend), CATTN_MASK_ADD =
+ *     additive (same dtype), CATTN_MASK_NONE without a mask
  *   causal: key s visible to row i iff s <= i + shift
  *   W: NULL, or the probabilities (L, S) at W + offw[u*group+g] rows rsw,
  *     in which case O is not computed (attention_weights).
  * A row with no visible key gives 0; masked keys never contribute, even
  * when their K or V holds NaN. */
+#define CATTN_MASK_NONE 0
+#define CATTN_MASK_BOOL 1
+#define CATTN_MASK_ADD 2
 typedef struct {
     void *O; const int64_t *offo; int64_t rso;
     const void *Q; const int64_t *offq; int64_t rsq;

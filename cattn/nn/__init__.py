@@ -93,4 +93,6 @@ __all__ = [
     "quantize", "pack_weights", "PackedRows",
     # the decoder-only LLM layers (decoder.py)
     "RMSNorm", "GatedMLP", "MLP", "CausalSelfAttention", "DecoderBlock", "causal_mask",
+    # a DecoderBlock stack as one program (program.py); what invalidates a built one
+    "DecoderProgram", "decoder_program", "mutation_count",
 ]

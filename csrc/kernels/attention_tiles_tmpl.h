@@ -68,7 +68,7 @@ static void FN(attn_mask_tile)(const cattn_attn_args *g, T *St, int64_t ldp, con
     }
     if (!mask) return;
     const int64_t rsm = g->rsm, csm = g->csm;
-    if (g->mkind == 1) {
+    if (g->mkind == CATTN_MASK_BOOL) {
         const uint8_t *m = (const uint8_t *)mask + i0 * rsm + s0 * csm;
         for (int64_t s = 0; s < bc; s++) {
             T *row = St + s * ldp;
@@ -146,8 +146,8 @@ static FN(attn_task) FN(attn_task_init)(const cattn_attn_run *run, int64_t uq, i
     t.V = (const T *)g->V + g->offv[t.u];
     t.vpk = run->vpk ? (const T *)run->vpk + t.u * g->S * t.evp : NULL;   /* NULL: V in place */
     t.mask = NULL;
-    if (g->mkind == 1) t.mask = (const uint8_t *)g->mask + g->offm[uq];
-    else if (g->mkind == 2) t.mask = (const T *)g->mask + g->offm[uq];
+    if (g->mkind == CATTN_MASK_BOOL) t.mask = (const uint8_t *)g->mask + g->offm[uq];
+    else if (g->mkind == CATTN_MASK_ADD) t.mask = (const T *)g->mask + g->offm[uq];
     t.qp = work;
     t.St = t.qp + cattn_round_up(BR * g->E, 16);
     t.Ot = t.St + cattn_round_up(cattn_round_up(BC, MR) * t.ldp, 16);
@@ -425,10 +425,10 @@ static void FN(attn_decode_task)(const cattn_attn_run *run, int64_t u, int64_t c
         int64_t lim = n;                                    /* causal limit */
         if (g->causal) lim = cattn_max64(0, cattn_min64(n, i + g->shift + 1 - s0));
         for (int64_t s = lim; s < n; s++) scr[s] = ninf;
-        if (g->mkind == 1) {
+        if (g->mkind == CATTN_MASK_BOOL) {
             const uint8_t *mk = (const uint8_t *)g->mask + g->offm[uq] + i * g->rsm + s0 * g->csm;
             for (int64_t s = 0; s < n; s++) if (!mk[s * g->csm]) scr[s] = ninf;
-        } else if (g->mkind == 2) {
+        } else if (g->mkind == CATTN_MASK_ADD) {
             const T *mk = (const T *)g->mask + g->offm[uq] + i * g->rsm + s0 * g->csm;
             for (int64_t s = 0; s < n; s++) {
                 const T v = mk[s * g->csm];
