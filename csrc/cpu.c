@@ -5,8 +5,7 @@
  * ISA then overrides its entries: the best one this build has and the CPU
  * and OS support (cpuinfo.c), or the one CATTN_ISA names (CATTN_FORCE_PORTABLE=1:
  * portable). The GEMM block sizes come from the CPU's caches (cpuinfo.c).
- * Adding an ISA: its folder under kernels/, PATHS and runs() below, and one
- * line in cattn_init.
+ * Adding an ISA: its folder under kernels/ and one row of REGISTRY below.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,23 +27,60 @@ static int env_set(const char *name)
     return s && s[0] && strcmp(s, "0") != 0;
 }
 
-/* the paths this build has, best first, and whether this CPU runs them */
-static const char *const PATHS[] = {
-#ifdef CATTN_X86
-    "avx512", "avx2",
-#endif
-    "portable"};
-#define NPATHS ((int)(sizeof PATHS / sizeof PATHS[0]))
+/* The ISA registry (as BLIS's config_registry): one row per kernel path
+ * this build has, best first. A row: its name (what cattn_kernel_path()
+ * reports and CATTN_ISA takes), the CPU test, what that test asks (for
+ * error messages), the path whose entries its table fill starts from, and
+ * the fill (its folder's table.c). Adding a path: its folder under
+ * kernels/, one row here (behind the macro its build defines), its compile
+ * flags in setup.py (ISA_FLAGS) and its entry in tests/cattn_testing/paths.py. */
+typedef struct {
+    const char *name;
+    int (*runs)(const cattn_cpu *cpu);
+    const char *needs;
+    const char *borrows;
+    void (*fill)(cattn_dispatch_t *kt, const cattn_cpu *cpu);
+} isa_row;
 
-/* the avx512 path: AVX-512 F, BW, VL and DQ (Skylake-SP, Zen 4 and later;
- * not Knights Landing), on top of AVX2 + FMA, whose kernels it reuses */
-static int runs(const char *path, const cattn_cpu *cpu)
+static int runs_portable(const cattn_cpu *cpu) { (void)cpu; return 1; }
+static void fill_portable(cattn_dispatch_t *kt, const cattn_cpu *cpu)
 {
-    if (strcmp(path, "avx512") == 0)
-        return cpu->avx2 && cpu->fma && cpu->avx512f && cpu->avx512bw && cpu->avx512vl &&
-               cpu->avx512dq;
-    if (strcmp(path, "avx2") == 0) return cpu->avx2 && cpu->fma;
-    return strcmp(path, "portable") == 0;
+    (void)cpu;
+    cattn_kernels_ref(kt);
+}
+#ifdef CATTN_X86
+static int runs_avx2(const cattn_cpu *cpu) { return cpu->avx2 && cpu->fma; }
+static void fill_avx2(cattn_dispatch_t *kt, const cattn_cpu *cpu)
+{
+    (void)cpu;
+    cattn_kernels_avx2(kt);
+}
+/* Skylake-SP, Zen 4 and later; not Knights Landing (no BW, VL, DQ) */
+static int runs_avx512(const cattn_cpu *cpu)
+{
+    return runs_avx2(cpu) && cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512dq;
+}
+static void fill_avx512(cattn_dispatch_t *kt, const cattn_cpu *cpu)
+{
+    cattn_kernels_avx512(kt, cpu->avx512_vnni);       /* fills avx2's entries first */
+}
+#endif
+
+static const isa_row REGISTRY[] = {
+#ifdef CATTN_X86
+    {"avx512", runs_avx512, "AVX-512 F, BW, VL and DQ (or the OS does not save the ZMM "
+     "registers)", "avx2", fill_avx512},
+    {"avx2", runs_avx2, "AVX2 and FMA", "portable", fill_avx2},
+#endif
+    {"portable", runs_portable, "nothing", NULL, fill_portable},
+};
+#define NPATHS ((int)(sizeof REGISTRY / sizeof REGISTRY[0]))
+
+static const isa_row *row_named(const char *name)
+{
+    for (int i = 0; i < NPATHS; i++)
+        if (strcmp(REGISTRY[i].name, name) == 0) return &REGISTRY[i];
+    return NULL;
 }
 
 static char isa_error[256];
@@ -53,32 +89,26 @@ static int initialized = 0;
 /* The path: CATTN_ISA if set (a path this build has and this CPU runs,
  * else no path and cattn_isa_error() says why), CATTN_FORCE_PORTABLE=1,
  * or the best path this CPU runs. */
-static const char *choose_path(const cattn_cpu *cpu)
+static const isa_row *choose_path(const cattn_cpu *cpu)
 {
     const char *want = getenv("CATTN_ISA");
+    const isa_row *portable = &REGISTRY[NPATHS - 1];
     if (want && want[0]) {
-        int known = 0;
-        for (int i = 0; i < NPATHS; i++) {
-            if (strcmp(want, PATHS[i]) != 0) continue;
-            known = 1;
-            if (runs(want, cpu)) return want;
-        }
-        if (known)
+        const isa_row *r = row_named(want);
+        if (r && r->runs(cpu)) return r;
+        if (r)
             snprintf(isa_error, sizeof isa_error, "CATTN_ISA=%s: this CPU (%s) lacks %s",
-                     want, cpu->brand[0] ? cpu->brand : cpu->vendor,
-                     strcmp(want, "avx512") == 0 ? "AVX-512 F, BW, VL and DQ (or the OS does "
-                     "not save the ZMM registers)" : "AVX2 and FMA");
+                     want, cpu->brand[0] ? cpu->brand : cpu->vendor, r->needs);
         else
             snprintf(isa_error, sizeof isa_error, "CATTN_ISA=%.40s: not a kernel path of "
-                     "this build of cattn (it has: %s%s%s; unset CATTN_ISA for the best one "
-                     "this CPU runs)", want, PATHS[0], NPATHS > 1 ? ", " : "",
-                     NPATHS > 1 ? PATHS[NPATHS - 1] : "");
-        return "portable";
+                     "this build of cattn (it has: %s; unset CATTN_ISA for the best one "
+                     "this CPU runs)", want, cattn_built_paths());
+        return portable;
     }
-    if (env_set("CATTN_FORCE_PORTABLE")) return "portable";
+    if (env_set("CATTN_FORCE_PORTABLE")) return portable;
     for (int i = 0; i < NPATHS; i++)
-        if (runs(PATHS[i], cpu)) return PATHS[i];
-    return "portable";
+        if (REGISTRY[i].runs(cpu)) return &REGISTRY[i];
+    return portable;
 }
 
 void cattn_init(void)
@@ -86,16 +116,10 @@ void cattn_init(void)
     if (initialized) return;
     cattn_dispatch_t kt = {0};
     const cattn_cpu *cpu = cattn_cpu_this();
-    cattn_kernels_ref(&kt);
+    cattn_kernels_ref(&kt);              /* every entry: the rows override some */
     cattn_gemm_blocks_for(cpu, CATTN_MR_F32, CATTN_NR_F32, sizeof(float), &kt.gemm_f32);
     cattn_gemm_blocks_for(cpu, CATTN_MR_F64, CATTN_NR_F64, sizeof(double), &kt.gemm_f64);
-#ifdef CATTN_X86
-    const char *path = choose_path(cpu);
-    if (strcmp(path, "avx512") == 0) cattn_kernels_avx512(&kt, cpu->avx512_vnni);
-    else if (strcmp(path, "avx2") == 0) cattn_kernels_avx2(&kt);
-#else
-    (void)choose_path(cpu);
-#endif
+    choose_path(cpu)->fill(&kt, cpu);
     cattn_kt = kt;   /* same values on every call: a benign race at worst */
     initialized = 1;
 }
@@ -112,9 +136,9 @@ void cattn_paths_for(const cattn_cpu *cpu, char *buf)
 {
     buf[0] = 0;
     for (int i = 0; i < NPATHS; i++)
-        if (runs(PATHS[i], cpu)) {
+        if (REGISTRY[i].runs(cpu)) {
             if (buf[0]) strcat(buf, ",");
-            strcat(buf, PATHS[i]);
+            strcat(buf, REGISTRY[i].name);
         }
 }
 
@@ -133,7 +157,7 @@ const char *cattn_built_paths(void)
     buf[0] = 0;
     for (int i = 0; i < NPATHS; i++) {
         if (buf[0]) strcat(buf, ",");
-        strcat(buf, PATHS[i]);
+        strcat(buf, REGISTRY[i].name);
     }
     return buf;
 }

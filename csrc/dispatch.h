@@ -3,7 +3,7 @@
  * fills the table once at load: the portable kernels (kernels/ref/), then
  * each ISA the CPU supports overrides its entries (kernels/<isa>/table.c).
  * Adding an ISA: a folder under kernels/ with its table.c, its prototype
- * below, its entries in cpu.c (PATHS, the CPU test, cattn_init), its
+ * below, one row of cpu.c's REGISTRY (name, CPU test, table fill), its
  * feature flags in cpuinfo.h and cattn/_cpu.pxi, its compiler flags in
  * setup.py (ISA_FLAGS) and a row in tests/cattn_testing/paths.py.
  *
