@@ -45,6 +45,7 @@ FORMATS = {"plain": lambda m: m, "packed": nn.pack_weights,
            "bfloat16": lambda m: nn.quantize(m, "bfloat16"),
            "int8": lambda m: nn.quantize(m, "int8")}
 
+
 # ---- helpers ----------------------------------------------------------------------
 
 def _pad_mask(lengths, L=None):
@@ -52,6 +53,7 @@ def _pad_mask(lengths, L=None):
     lengths = np.asarray(lengths)
     L = int(lengths.max()) if L is None else L
     return np.arange(L)[None, :] >= lengths[:, None]
+
 
 def _encoder(E=20, H=4, F=36, n_layers=2, dtype=F32, norm_first=False, activation="gelu",
              bias=True, final_norm=True, fmt="plain", seed=0):
@@ -69,6 +71,7 @@ def _encoder(E=20, H=4, F=36, n_layers=2, dtype=F32, norm_first=False, activatio
         p += (0.2 * rng.standard_normal(p.shape)).astype(dtype)
     return FORMATS[fmt](enc)
 
+
 def _batch(pad, E, dtype, seed=0):
     """A padded batch for pad (B, L) (True = padding): (src (B, L, E), tokens,
     x (T, E) the real tokens' rows)."""
@@ -76,6 +79,7 @@ def _batch(pad, E, dtype, seed=0):
     src = rng.standard_normal(pad.shape + (E,)).astype(dtype)
     tokens = nn.RealTokens(*pad.shape, pad)
     return src, tokens, np.ascontiguousarray(tokens.pack(src))
+
 
 class _Spy:
     """cattn.nn.fastpath.encoder_tokens, recording per call whether the fast path ran
@@ -89,12 +93,14 @@ class _Spy:
         self.calls.append(y is not None)
         return y
 
+
 @pytest.fixture
 def spy(monkeypatch):
     s = _Spy()
     for mod in _CALLERS:
         monkeypatch.setattr(mod, "encoder_tokens", s)
     return s
+
 
 def _general(monkeypatch, run):
     """run() on the layer-by-layer path (the fast path switched off)."""
@@ -103,12 +109,14 @@ def _general(monkeypatch, run):
             m.setattr(mod, "encoder_tokens", lambda *a, **k: None)
         return run()
 
+
 def _same_bits(got, want, what=""):
     assert got.dtype == want.dtype and got.shape == want.shape, what
     if not np.array_equal(got, want):
         diff = np.abs(got.astype(F64) - want.astype(F64))
         pytest.fail(f"{what}: not the same bits: {np.count_nonzero(diff)} of {diff.size} "
                     f"values differ, by up to {np.nanmax(diff):.3g}")
+
 
 def _check(monkeypatch, spy, run, taken=True, what=""):
     """run() with the fast path on, asserted taken (every call of
@@ -124,11 +132,13 @@ def _check(monkeypatch, spy, run, taken=True, what=""):
     _same_bits(got, _general(monkeypatch, run), what)
     return got
 
+
 def _rows(enc, x, tokens, **kw):
     """enc.forward_tokens(...)'s rows (asserting no weights came back)."""
     y, w = enc.forward_tokens(x, tokens, **kw)
     assert w is None
     return y
+
 
 # ---- the stack: norms, dtypes, activations, weight formats -----------------------------
 
@@ -137,6 +147,7 @@ DTYPE_FORMATS = [(F32, "plain"), (F32, "packed"), (F32, "bfloat16"), (F32, "int8
 # activation, final norm, bias, is_causal: each activation once, each flag both ways
 VARIANTS = [("relu", True, True, False), ("gelu", False, True, True),
             ("gelu_tanh", True, False, True), ("silu", False, False, False)]
+
 
 @pytest.mark.parametrize("activation, final_norm, bias, causal", VARIANTS,
                          ids=["relu-norm-bias", "gelu-causal", "gelu_tanh-norm-nobias-causal",
@@ -160,6 +171,7 @@ def test_stack_same_bits(monkeypatch, spy, norm_first, dtype, fmt, activation, f
                  taken, what="forward(skip_padding=True)")
     _same_bits(out[~pad], rows, "forward vs forward_tokens")
 
+
 # ---- batches: lengths, layouts, head dims ---------------------------------------------
 
 def _holes():
@@ -167,6 +179,7 @@ def _holes():
     pad = np.random.default_rng(5).random((5, 9)) < 0.35
     pad[2] = False
     return pad
+
 
 LAYOUTS = {
     "no_padding": lambda: np.zeros((4, 6), bool),
@@ -177,6 +190,7 @@ LAYOUTS = {
     "holes": _holes,
 }
 SHAPES = [(20, 4, F32), (24, 3, F64), (21, 7, F32)]             # D = 5, 8, 3
+
 
 @pytest.mark.parametrize("E, H, dtype", SHAPES, ids=["E20H4", "E24H3", "E21H7"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
@@ -197,6 +211,7 @@ def test_batch_layouts_same_bits(monkeypatch, spy, layout, E, H, dtype):
             _same_bits(out[~pad], rows, what)
             assert (out[pad] == 0).all()
 
+
 def test_float_padding_mask(monkeypatch, spy):
     """A float key padding mask of -inf (padding) and 0 is pure padding:
     the fast path, the bits of the bool mask. One that also adds finite
@@ -215,6 +230,7 @@ def test_float_padding_mask(monkeypatch, spy):
     assert atokens.real_lengths() is None
     _check(monkeypatch, spy, lambda: _rows(enc, x, atokens), taken=False)
     assert spy.calls == []
+
 
 # ---- weight layouts ----------------------------------------------------------------------
 
@@ -236,6 +252,7 @@ def test_odd_weight_layouts_taken(monkeypatch, spy):
     for causal in (False, True):
         _check(monkeypatch, spy, lambda: _rows(enc, x, tokens, is_causal=causal))
 
+
 # ---- where the fast path hands over --------------------------------------------------------
 
 def test_mask_or_weights_take_the_general_path(monkeypatch, spy):
@@ -251,6 +268,7 @@ def test_mask_or_weights_take_the_general_path(monkeypatch, spy):
     rows, ws = enc.forward_tokens(x, tokens, need_weights=True)
     assert spy.calls == [] and len(ws) == 2 and ws[0].shape == (4, 4, L, L)
     _same_bits(rows, _general(monkeypatch, lambda: _rows(enc, x, tokens)), "need_weights")
+
 
 @pytest.mark.parametrize("fmt", ["packed", "int8"])
 @pytest.mark.parametrize("cut", [(0, 1), (1,)], ids=["every_layer", "last_layer"])
@@ -269,6 +287,7 @@ def test_in_proj_cut_in_two_pieces(monkeypatch, spy, fmt, cut):
     _check(monkeypatch, spy, lambda: _rows(enc, x, tokens), taken=False)
     assert spy.calls == [False]
 
+
 def _unaligned(a):
     """A copy of a whose data is not aligned to its itemsize."""
     buf = np.empty(a.nbytes + 1, np.uint8)
@@ -277,9 +296,11 @@ def _unaligned(a):
     assert not u.flags.aligned
     return u
 
+
 def _spoil_unaligned_weight(enc):
     lin = enc.layers[1].linear1
     lin.register_parameter("weight", _unaligned(lin.weight))   # assignment would realign it
+
 
 def _spoil_strided_bias(enc):
     b = enc.layers[0].linear2.bias
@@ -287,15 +308,18 @@ def _spoil_strided_bias(enc):
     wide[::2] = b
     enc.layers[0].linear2.bias = wide[::2]
 
+
 def _spoil_strided_norm(enc):
     w = enc.layers[1].norm1.weight
     wide = np.zeros((w.size, 2), w.dtype)
     wide[:, 0] = w
     enc.layers[1].norm1.weight = wide[:, 0]
 
+
 def _spoil_rotary(enc):
     for layer in enc.layers:
         layer.self_attn.rotary = nn.RotaryEmbedding(layer.self_attn.head_dim)
+
 
 @pytest.mark.parametrize("spoil", [_spoil_unaligned_weight, _spoil_strided_bias,
                                    _spoil_strided_norm, _spoil_rotary],
@@ -309,6 +333,7 @@ def test_unusual_parameters_fall_back(monkeypatch, spy, spoil):
     spoil(enc)
     _check(monkeypatch, spy, lambda: _rows(enc, x, tokens), taken=False)
     assert spy.calls == [False]
+
 
 def test_unusual_inputs_fall_back(monkeypatch, spy):
     enc = _encoder()
@@ -330,6 +355,7 @@ def test_unusual_inputs_fall_back(monkeypatch, spy):
     with pytest.raises(TypeError, match="float64"):         # the general path's check
         enc.forward_tokens(x.astype(F64), tokens)
 
+
 # ---- threads, kernel calls -----------------------------------------------------------------
 
 @pytest.mark.parametrize("fmt", ["plain", "int8"])
@@ -346,6 +372,7 @@ def test_threads(monkeypatch, spy, norm_first, fmt):
         with cattn.num_threads(nt):
             results[nt] = _check(monkeypatch, spy, run, what=f"{nt} threads")
     _same_bits(results[2], results[1], "2 threads vs 1")
+
 
 @pytest.mark.parametrize("fmt", ["plain", "packed", "bfloat16", "int8"])
 def test_c_loop_takes_float32_stacks(monkeypatch, spy, fmt):
@@ -365,6 +392,7 @@ def test_c_loop_takes_float32_stacks(monkeypatch, spy, fmt):
         with cattn.num_threads(nt):
             _check(monkeypatch, spy, lambda: _rows(enc, x, tokens), what=f"C loop, {nt}")
     assert seen == [1, 2]
+
 
 # ---- changed weights are seen ------------------------------------------------------------------
 
@@ -404,6 +432,7 @@ def test_changes_seen_by_the_next_call(monkeypatch, spy, fmt):
         enc.layers[1].linear2.weight *= 0.5  # the parameter array itself
         changed("linear2.weight in place")
 
+
 @pytest.mark.parametrize("fmt", ["plain", "int8"])
 def test_results_do_not_share_the_kept_scratch(fmt):
     # the fast path keeps its scratch arrays per thread for the next call:
@@ -418,6 +447,7 @@ def test_results_do_not_share_the_kept_scratch(fmt):
     assert not np.shares_memory(first, second)
     _same_bits(first, keep, "the first result after a second call")
     _same_bits(_rows(enc, x, tokens), keep, "the first input again")
+
 
 @pytest.mark.parametrize("fmt", ["plain", "int8"])
 def test_kept_scratch_serves_shorter_batches(fmt):
@@ -440,6 +470,7 @@ def test_kept_scratch_serves_shorter_batches(fmt):
     assert [id(f) for f in nn_fastpath._scratch.kept[1]] == ids     # reused, not replaced
     _same_bits(got, want, "a short batch in the long batch's scratch")
 
+
 def test_deep_copy_has_its_own_program(monkeypatch, spy):
     # the fast path caches each stack's kernel calls (nn_fastpath._programs):
     # a deep copy changed in place (no attribute assigned) must not run the
@@ -455,6 +486,7 @@ def test_deep_copy_has_its_own_program(monkeypatch, spy):
     assert not np.array_equal(got, before)
     _same_bits(_rows(enc, x, tokens), before, "the original, after its copy ran")
 
+
 # ---- all-MiniLM-L6-v2 ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -466,10 +498,12 @@ def minilm():
     from cattn.models import SentenceEncoder
     return {w: SentenceEncoder.from_pretrained(weights=w) for w in ("float32", "int8")}
 
+
 SENTENCES = ["A cat.", "The weather is lovely today.", "A dog.", "",
              "Transformers replaced recurrent networks for most language tasks because "
              "attention lets every token look at every other token in one step.",
              "Hello", "It's so sunny outside!", "He drove to the stadium " * 6]
+
 
 @pytest.mark.parametrize("weights", ["float32", "int8"])
 def test_minilm_same_bits(monkeypatch, spy, minilm, weights):
@@ -478,6 +512,7 @@ def test_minilm_same_bits(monkeypatch, spy, minilm, weights):
     emb = _check(monkeypatch, spy, run, what=f"MiniLM {weights}")
     assert len(spy.calls) == 3 and emb.shape == (len(SENTENCES), 384)
 
+
 # ---- gaps found while writing these tests (fixed) -------------------------------------
 
 class _ScaledLinear(nn.Linear):
@@ -485,6 +520,7 @@ class _ScaledLinear(nn.Linear):
 
     def forward(self, x, activation=None, *, out=None):
         return 0.5 * super().forward(x, activation, out=out)
+
 
 def test_linear_subclass_is_not_skipped(monkeypatch, spy):
     enc = _encoder()
@@ -496,6 +532,7 @@ def test_linear_subclass_is_not_skipped(monkeypatch, spy):
     src, tokens, x = _batch(pad, 20, F32)
     got = _rows(enc, x, tokens)
     _same_bits(got, _general(monkeypatch, lambda: _rows(enc, x, tokens)), "Linear subclass")
+
 
 @pytest.mark.parametrize("is_causal", ["no", 2], ids=["str", "int2"])
 def test_is_causal_checked_as_on_the_general_path(is_causal):
