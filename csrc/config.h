@@ -49,6 +49,12 @@
 #define CATTN_STREAM_PF 2048
 #endif
 
+/* The int8 one-row kernel (decode) prefetches its weight stream this many
+ * bytes ahead (the float32 stream's distance in bytes; a hint only). */
+#ifndef CATTN_STREAM_PF_I8
+#define CATTN_STREAM_PF_I8 8192
+#endif
+
 /* Below this many flops (2*M*N*K) a GEMM runs on one thread. */
 #define CATTN_GEMM_MIN_FLOPS_PER_THREAD (1 << 18)
 

@@ -87,6 +87,45 @@ sums_vnni(int64_t k2, const uint32_t *a, const int8_t *b, int32_t *acc, const in
     if (M > 4) _mm512_store_si512((__m512i *)(acc + 64), c4);
 }
 
+/* one row (decode): the same sums in four independent chains (pairs 8t ..
+ * 8t+7 split by quad; integer sums are exact, so their order cannot change
+ * a bit), each vpdpbusd waiting on the one four quads back instead of the
+ * last, and the weight stream prefetched CATTN_STREAM_PF_I8 bytes ahead
+ * (the panels lie back to back: past a panel's end it reaches the next) */
+TARGET_VNNI static inline __attribute__((always_inline)) void
+sums_vnni_1(int64_t k2, const uint32_t *a, const int8_t *b, int32_t *acc)
+{
+    const __m512i idx = _mm512_load_si512((const void *)quad_idx);
+    __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0;
+    int64_t p = 0;
+    for (; p + 7 < k2; p += 8, a += 20, b += 256) {
+        _mm_prefetch((const char *)b + CATTN_STREAM_PF_I8, _MM_HINT_T0);
+        _mm_prefetch((const char *)b + CATTN_STREAM_PF_I8 + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)b + CATTN_STREAM_PF_I8 + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)b + CATTN_STREAM_PF_I8 + 192, _MM_HINT_T0);
+        const __m512i w0 = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512((const void *)b));
+        const __m512i w1 = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512((const void *)(b + 64)));
+        const __m512i w2 = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512((const void *)(b + 128)));
+        const __m512i w3 = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512((const void *)(b + 192)));
+        c0 = _mm512_dpbusd_epi32(c0, _mm512_set1_epi32((int)a[0]), w0);
+        c1 = _mm512_dpbusd_epi32(c1, _mm512_set1_epi32((int)a[5]), w1);
+        c2 = _mm512_dpbusd_epi32(c2, _mm512_set1_epi32((int)a[10]), w2);
+        c3 = _mm512_dpbusd_epi32(c3, _mm512_set1_epi32((int)a[15]), w3);
+    }
+    for (; p + 1 < k2; p += 2, a += 5, b += 64) {
+        const __m512i w = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512((const void *)b));
+        c0 = _mm512_dpbusd_epi32(c0, _mm512_set1_epi32((int)a[0]), w);
+    }
+    if (k2 & 1) {
+        const __m256i h = _mm256_loadu_si256((const __m256i *)b);
+        const __m512i w = _mm512_permutexvar_epi16(
+            idx, _mm512_inserti64x4(_mm512_setzero_si512(), h, 0));
+        c1 = _mm512_dpbusd_epi32(c1, _mm512_set1_epi32((int)a[0]), w);
+    }
+    c0 = _mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3));
+    _mm512_store_si512((__m512i *)acc, c0);
+}
+
 void cattn_ukr_avx512_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,
                          const int32_t *za, const float *sa, const int32_t *colsum,
                          const float *sw, const float *bias, int act, float *c, int64_t ldc)
@@ -109,7 +148,7 @@ cattn_ukr_avx512vnni_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,
 {
     int32_t acc[5 * 16] __attribute__((aligned(64)));
     switch (m) {
-    case 1: sums_vnni(k2, a, b, acc, 1); break;
+    case 1: sums_vnni_1(k2, a, b, acc); break;
     case 2: sums_vnni(k2, a, b, acc, 2); break;
     case 3: sums_vnni(k2, a, b, acc, 3); break;
     case 4: sums_vnni(k2, a, b, acc, 4); break;
