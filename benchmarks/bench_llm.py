@@ -249,10 +249,11 @@ def overhead_case(rounds, calls, threads):
 
 def step_bytes(lm, context):
     """Bytes one decode step reads at `context` positions: each linear weight
-    as stored (PackedWeight.nbytes), the norms, the lm_head (the tied
-    embedding, float32) and the KV cache."""
+    as stored (PackedWeight.nbytes), the norms, the output projection as
+    stored (a tied one: the float32 embedding, or its packed copy in the
+    model's format) and the KV cache."""
     from cattn import nn
-    total = lm.lm_head_weight.nbytes if lm.lm_head is not None else lm.embed.weight.nbytes
+    total = lm.lm_head_weight.nbytes
     for m in lm.layers:
         for sub in (m.norm1, m.norm2, m.self_attn.qkv_proj, m.self_attn.o_proj,
                     m.mlp.gate_up_proj, m.mlp.down_proj):

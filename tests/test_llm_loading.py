@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import cattn
+from cattn import nn
 from cattn.models import CausalLM, LLMConfig
 from cattn.models.safetensors import Checkpoint, CheckpointError, SafetensorsFile
 
@@ -187,10 +188,11 @@ def test_rope_scaling_linear_and_llama3_frequencies():
 @pytest.mark.parametrize("weights", ["bfloat16", "int8"])
 @pytest.mark.parametrize("tied", [False, True])
 def test_weights_formats(tmp_path, weights, tied):
-    """weights= packs every nn.Linear in that format (cattn.nn.quantize); a
-    tied lm_head stays the float32 embedding. bfloat16: the float32 model
-    on the rounded weights, bit for bit; both within their rounding of the
-    float32 logits (tests/test_nn_quantize.py derives the tolerances; this
+    """weights= packs every nn.Linear in that format (cattn.nn.quantize) and
+    the output projection too: a tied one as a packed copy of the embedding
+    matrix, whose lookup stays float32. bfloat16: the float32 model on the
+    rounded weights (output projection included), bit for bit; both within
+    their rounding of the float32 logits (tests/test_nn_quantize.py derives the tolerances; this
     model's weights are N(0, 0.2), whose outliers widen int8's steps)."""
     make_checkpoint(str(tmp_path), dict(CONFIG, tie_word_embeddings=tied))
     ref = CausalLM.from_pretrained(str(tmp_path))
@@ -199,15 +201,27 @@ def test_weights_formats(tmp_path, weights, tied):
     assert m.layers[0].mlp.down_proj.weight.format == weights
     if tied:
         assert m.lm_head is None and type(m.embed.weight) is np.ndarray
+        assert m.lm_head_weight.format == weights and m.output_format == weights
+        np.testing.assert_array_equal(m.embed.weight, ref.embed.weight)   # lookup: float32
     else:
         assert m.lm_head.weight.format == weights
+    assert "lm_head.weight" in m.state_dict() or tied and not any(
+        k.startswith("lm_head") for k in m.state_dict())
     ids = np.array([[1, 4, 9, 16, 25], [3, 3, 7, 8, 1]])
     want = ref(ids)
     err = np.linalg.norm(m(ids) - want) / np.linalg.norm(want)
     assert err < (1e-2 if weights == "bfloat16" else 5e-2)
     if weights == "bfloat16":
         ref.load_state_dict(m.state_dict())
-        np.testing.assert_array_equal(m(ids), ref(ids))
+        if tied:            # the float32 lookup, then the bfloat16-rounded values as lm_head
+            rounded = m.lm_head_weight.unpack()
+            assert not np.array_equal(rounded, ref.embed.weight)
+            assert ref.lm_head_weight is ref.embed.weight           # ref stays float32
+            h = ref.norm(ref._layers(ref._embed(ids, None), None,
+                                     nn.causal_mask(np.ones(ids.shape, bool), ids.shape[1])))
+            np.testing.assert_array_equal(m(ids), cattn.linear(h, rounded))
+        else:
+            np.testing.assert_array_equal(m(ids), ref(ids))
     assert [len(o) for o in m.generate(ids.tolist(), max_new_tokens=3, eos_token_id=[])] == [3, 3]
 
 
@@ -215,3 +229,23 @@ def test_weights_argument():
     with pytest.raises(ValueError, match="weights must be one of 'float32', 'bfloat16', "
                                          "'int8', got 'int4'"):
         CausalLM.from_pretrained(".", weights="int4")
+
+
+def test_pack_output(tmp_path):
+    """pack_output: a tied output projection in each format, packed once and
+    again after a new embedding is assigned; an untied lm_head is left to
+    nn.quantize; a bad format is refused naming it."""
+    make_checkpoint(str(tmp_path), dict(CONFIG, tie_word_embeddings=True))
+    m = CausalLM.from_pretrained(str(tmp_path), weights="int8")
+    head = m.lm_head_weight
+    assert head is m.lm_head_weight and head.format == "int8"      # packed once
+    assert head.nbytes < m.embed.weight.nbytes / 2        # int8 + scales (rows padded)
+    m.embed.weight = m.embed.weight * 2
+    assert m.lm_head_weight is not head
+    np.testing.assert_allclose(m.lm_head_weight.unpack(), 2 * head.unpack(), rtol=1e-6)
+    assert m.pack_output("float32").lm_head_weight is m.embed.weight
+    with pytest.raises(ValueError, match="pack_output: weights must be one of .*got 'int3'"):
+        m.pack_output("int3")
+    make_checkpoint(str(tmp_path), dict(CONFIG, tie_word_embeddings=False))
+    u = CausalLM.from_pretrained(str(tmp_path), weights="int8")
+    assert u.pack_output("bfloat16").lm_head_weight is u.lm_head.weight   # nn.quantize's

@@ -38,6 +38,7 @@ from ..nn.program import decoder_program
 from .._validate import as_flag, as_int, as_real, show
 from ..ops.attention import KVCache
 from ..ops.gemm import linear
+from ..ops.packed import pack_weight
 from .safetensors import Checkpoint, CheckpointError
 from ._weights import check_weights, pack
 from .tokenizer import StreamDecoder, TextTokenizer
@@ -268,8 +269,9 @@ class CausalLM(nn.Module):
 
     Modules (cattn.nn, names as in state_dict()): embed (nn.Embedding),
     pos_embed (GPT-2), layers (nn.DecoderBlock each), norm, lm_head
-    (nn.Linear; absent with tied embeddings: the lm_head is embed.weight,
-    not a copy)."""
+    (nn.Linear; absent with tied embeddings: the output projection is
+    embed.weight itself in float32, or a copy of it packed in the model's
+    weight format, see pack_output; not in state_dict())."""
 
     def __init__(self, config):
         super().__init__()
@@ -286,6 +288,8 @@ class CausalLM(nn.Module):
         self.layers = nn.ModuleList([self._block(rope) for _ in range(c.num_layers)])
         self.norm = self._norm()
         self.lm_head = None if c.tie_word_embeddings else nn.Linear(E, c.vocab_size, False)
+        self.output_format = "float32"
+        self._output = self._output_source = None   # tied: packed copy, the array it copies
         self.tokenizer = self.tokenizer_path = None
         self.generation_config = {}
         self.stats = {}
@@ -313,8 +317,9 @@ class CausalLM(nn.Module):
         bfloat16, read per tensor into float32), generation_config.json and
         tokenizer.json when present. weights: the format every nn.Linear's
         weight is packed in once, "float32" (the default: the checkpoint's
-        values, read into float32), "bfloat16" or "int8" (cattn.nn.quantize);
-        a tied lm_head stays the float32 embedding matrix."""
+        values, read into float32), "bfloat16" or "int8" (cattn.nn.quantize),
+        the output projection included: a tied one is packed as a copy of the
+        embedding matrix (pack_output), which the lookup keeps in float32."""
         weights = check_weights(weights, "CausalLM.from_pretrained")
         if not os.path.isdir(path):
             raise FileNotFoundError(f"CausalLM.from_pretrained: {path} is not a directory")
@@ -325,8 +330,9 @@ class CausalLM(nn.Module):
             config, ckpt)
         _load(model, ckpt, keys)
         # every nn.Linear packed once (float32: the same bits): a decode step's
-        # one-row GEMMs stream the packed panels (a tied lm_head stays the embedding)
+        # one-row GEMMs stream the packed panels; a tied output projection too
         pack(model, weights)
+        model.pack_output(weights)
         gen = os.path.join(path, "generation_config.json")
         if os.path.isfile(gen):
             with open(gen, encoding="utf-8") as f:
@@ -335,10 +341,37 @@ class CausalLM(nn.Module):
         model.tokenizer_path = tok if os.path.isfile(tok) else None
         return model
 
+    def pack_output(self, weights):
+        """Pack a tied output projection in format `weights` ("float32",
+        "bfloat16" or "int8"; an untied lm_head is an nn.Linear, packed by
+        nn.quantize with the layers) and return the model. "float32": the
+        embedding matrix is read in place (no copy); "bfloat16" / "int8":
+        a packed copy of it (V*E*2 bytes, or V*E + 4V), so every weight a
+        token reads is in that format while the lookup keeps its float32
+        rows. Assigning a new embed.weight (load_state_dict) packs the copy
+        again at the next call; after writing into embed.weight in place,
+        call pack_output again."""
+        weights = check_weights(weights, "CausalLM.pack_output", self.dtype)
+        self.output_format = weights
+        self._output = self._output_source = None
+        if self.lm_head is None:
+            self.lm_head_weight                            # packed now, not at the first token
+        return self
+
     @property
     def lm_head_weight(self):
-        """(V, E): lm_head.weight, or the embedding matrix itself when tied."""
-        return self.embed.weight if self.lm_head is None else self.lm_head.weight
+        """(V, E) the output projection: lm_head.weight; when tied, the
+        embedding matrix itself (output_format "float32") or its packed copy
+        (pack_output)."""
+        if self.lm_head is not None:
+            return self.lm_head.weight
+        w = self.embed.weight
+        if self.output_format == "float32":
+            return w
+        if self._output_source is not w:               # first use, or a new embedding
+            self._output = pack_weight(w, self.output_format)
+            self._output_source = w
+        return self._output
 
     def _tokenizer(self):
         if self.tokenizer is None:
