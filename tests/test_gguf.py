@@ -1,0 +1,192 @@
+"""cattn.models.GGUFFile against llama.cpp's own gguf-py (the `gguf`
+package) as the oracle: the same metadata and tensor infos as its
+GGUFReader, and for every supported tensor type the same dequantized
+values bit for bit as gguf.quants.dequantize (random block bytes: every
+scale, nibble and high bit pattern, NaN and inf scales included). Hostile
+files (truncated at every byte of the header, huge counts and lengths,
+offsets past the end, unsupported types) give a ValueError naming the
+field and the file; they never crash (each parse is plain Python over a
+bounds-checked map, so no subprocess is needed)."""
+import struct
+
+import numpy as np
+import pytest
+
+from cattn.models.gguf import GGUF_TYPES, GGUFFile
+
+gguf = pytest.importorskip("gguf", reason="the gguf package (llama.cpp's gguf-py) is the oracle")
+
+QUANT = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
+
+
+def write(path, tensors, metadata=(), alignment=None):
+    """tensors: (name, ggml type name, NumPy shape, stored bytes or values)."""
+    w = gguf.GGUFWriter(str(path), "llama")
+    if alignment is not None:
+        w.add_custom_alignment(alignment)
+    for add, key, value in metadata:
+        getattr(w, add)(key, value)
+    for name, tname, shape, data in tensors:
+        qt = gguf.GGMLQuantizationType[tname]
+        if tname in ("F32", "F16"):
+            w.add_tensor(name, data)
+        else:
+            w.add_tensor(name, data, raw_shape=data.shape, raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return str(path)
+
+
+def random_blocks(tname, shape, rng):
+    """Random stored bytes of a tensor of NumPy shape `shape`: (rows, bytes per row)."""
+    _, block, bsize = next(v for v in GGUF_TYPES.values() if v[0] == tname)
+    return rng.integers(0, 256, (shape[0], shape[1] // block * bsize), dtype=np.uint8)
+
+
+@pytest.mark.parametrize("tname", QUANT + ["BF16"])
+def test_dequantize_matches_gguf(tmp_path, tname):
+    rng = np.random.default_rng(hash(tname) % 2**32)
+    shape = (3, 512)
+    raw = (rng.integers(0, 2**16, shape, dtype=np.uint16).view(np.uint8)
+           if tname == "BF16" else random_blocks(tname, shape, rng))
+    path = write(tmp_path / "q.gguf", [("w", tname, shape, raw)])
+    f = GGUFFile(path)
+    assert f.tensors["w"] == (tname, shape)
+    got = f.dequantize("w")
+    with np.errstate(all="ignore"):
+        want = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[tname])
+    assert got.dtype == np.float32 and got.shape == shape
+    np.testing.assert_array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32))
+
+
+@pytest.mark.parametrize("tname", ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"])
+def test_quantized_values_round_trip(tmp_path, tname):
+    """Values quantized by gguf-py come back as its dequantization gives them
+    and near the values (within the format's step)."""
+    x = np.random.default_rng(1).standard_normal((4, 64)).astype(np.float32)
+    qt = gguf.GGMLQuantizationType[tname]
+    q = gguf.quants.quantize(x, qt)
+    f = GGUFFile(write(tmp_path / "q.gguf", [("w", tname, x.shape, q)]))
+    got = f.dequantize("w")
+    np.testing.assert_array_equal(got, gguf.quants.dequantize(q, qt))
+    step = np.abs(x).reshape(-1, 32).max(1) / (127 if tname == "Q8_0" else 7)
+    assert np.all(np.abs(got - x).reshape(-1, 32) <= step[:, None] * 1.01 + 1e-6)
+
+
+def test_metadata_and_plain_tensors(tmp_path):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((5, 7)).astype(np.float32)
+    b = rng.standard_normal((2, 3, 4)).astype(np.float16)
+    c = rng.standard_normal(9).astype(np.float32)
+    meta = [("add_uint32", "x.u32", 7), ("add_int32", "x.i32", -3), ("add_float32", "x.f32", 0.5),
+            ("add_bool", "x.b", True), ("add_string", "x.s", "héllo"),
+            ("add_uint64", "x.u64", 2**40), ("add_float64", "x.f64", 1e-300),
+            ("add_array", "x.ints", [1, 2, 3]), ("add_array", "x.strs", ["a", "", "ζ"]),
+            ("add_int8", "x.i8", -5), ("add_uint16", "x.u16", 65535)]
+    path = write(tmp_path / "m.gguf", [("a", "F32", a.shape, a), ("b", "F16", b.shape, b),
+                                       ("c", "F32", c.shape, c)], meta, alignment=64)
+    f = GGUFFile(path)
+    r = gguf.GGUFReader(path)
+    assert f.version == 3 and f.alignment == 64
+    for field in r.fields.values():
+        if field.name.startswith("GGUF."):
+            continue
+        want = field.contents()
+        assert f.metadata[field.name] == pytest.approx(want) if isinstance(want, float) \
+            else f.metadata[field.name] == want, field.name
+    assert f.metadata["x.s"] == "héllo" and f.metadata["x.strs"] == ["a", "", "ζ"]
+    assert f.metadata["x.f32"] == 0.5 and f.metadata["x.b"] is True
+    assert f.metadata["general.architecture"] == "llama"
+    for t in r.tensors:
+        tname, shape = f.tensors[t.name]
+        assert tname == t.tensor_type.name and shape == tuple(int(d) for d in t.shape[::-1])
+    np.testing.assert_array_equal(f.dequantize("a"), a)
+    np.testing.assert_array_equal(f.dequantize("b"), b.astype(np.float32))
+    np.testing.assert_array_equal(f.dequantize("c"), c)
+    with pytest.raises(KeyError, match="no tensor named 'nope'"):
+        f.dequantize("nope")
+
+
+# ---- hostile files ---------------------------------------------------------------
+
+
+def header(n_tensors, n_kv, version=3):
+    return b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv)
+
+
+def kv_string(key, value):
+    k, v = key.encode(), value.encode()
+    return struct.pack("<Q", len(k)) + k + struct.pack("<I", 8) + struct.pack("<Q", len(v)) + v
+
+
+def tensor_info(name, ne, ttype, offset):
+    n = name.encode()
+    return (struct.pack("<Q", len(n)) + n + struct.pack("<I", len(ne))
+            + struct.pack(f"<{len(ne)}Q", *ne) + struct.pack("<IQ", ttype, offset))
+
+
+def good_file():
+    body = header(1, 1) + kv_string("general.architecture", "llama") + tensor_info(
+        "w", [32, 2], 8, 0)
+    body += b"\0" * (-len(body) % 32)
+    return body + bytes(68)                                   # two Q8_0 blocks
+
+
+def check_bad(tmp_path, data, match):
+    p = tmp_path / "bad.gguf"
+    p.write_bytes(data)
+    with pytest.raises(ValueError, match=match) as e:
+        GGUFFile(p)
+    assert str(p) in str(e.value)
+
+
+def test_good_file_parses(tmp_path):
+    p = tmp_path / "ok.gguf"
+    p.write_bytes(good_file())
+    f = GGUFFile(p)
+    assert f.tensors == {"w": ("Q8_0", (2, 32))}
+    assert f.dequantize("w").tolist() == [[0.0] * 32] * 2
+
+
+def test_every_truncation_is_refused(tmp_path):
+    data = good_file()
+    for n in range(len(data)):
+        check_bad(tmp_path, data[:n], "GGUF file")
+
+
+@pytest.mark.parametrize("data, match", [
+    (b"GGML" + bytes(20), "magic: not a GGUF file"),
+    (header(0, 0, version=1), "version: 1 is not supported"),
+    (header(0, 0, version=2**31), "version: 2147483648"),
+    (header(0, 2**62), "metadata_kv_count: 4611686018427387904 entries cannot fit"),
+    (header(2**60, 0), "tensor_count: 1152921504606846976 tensors cannot fit"),
+    (header(0, 1) + struct.pack("<Q", 2**63) + bytes(16), r"metadata key 0: needs 9223372036854775808"),
+    (header(0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 4, 2**61),
+     r"metadata 'k' \(2305843009213693952 array elements\)"),
+    (header(0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 8, 2**61),
+     "an array of 2305843009213693952 strings cannot fit"),
+    (header(0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 9, 1) + bytes(16),
+     "array element type 9 is not supported"),
+    (header(0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 99) + bytes(16),
+     "unknown metadata value type 99"),
+    (header(0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IQ", 8, 2) + b"\xff\xfe",
+     "metadata 'k': not UTF-8"),
+    (header(0, 1) + struct.pack("<Q", 17) + b"general.alignment" + struct.pack("<II", 4, 48)
+     + bytes(16), "'general.alignment': 48 is not a power of two"),
+    (header(1, 0) + tensor_info("w", [32, 2, 1, 1, 1], 8, 0) + bytes(64), "n_dims: 5"),
+    (header(1, 0) + tensor_info("w", [32, 0], 8, 0) + bytes(64), r"dimension 0 is out of range"),
+    (header(1, 0) + tensor_info("w", [2**40, 2**40], 0, 0) + bytes(64),
+     "dimension 1099511627776 is out of range"),
+    (header(1, 0) + tensor_info("w", [33, 1], 8, 0) + bytes(64),
+     "a row of 33 values is not a whole number of Q8_0 blocks of 32"),
+    (header(1, 0) + tensor_info("w", [32, 1], 10, 0) + bytes(64), "type: Q2_K is not supported"),
+    (header(1, 0) + tensor_info("w", [32, 1], 77, 0) + bytes(64), "type id 77 is not supported"),
+    (header(1, 0) + tensor_info("w", [32, 1], 8, 3) + bytes(64), "offset: 3 is not a multiple"),
+    (header(1, 0) + tensor_info("w", [32, 4], 8, 0) + bytes(64), "run past the end of the file"),
+    (header(2, 0) + tensor_info("w", [32], 0, 0) + tensor_info("w", [32], 0, 128) + bytes(512),
+     "tensor 'w': named twice"),
+])
+def test_hostile_headers(tmp_path, data, match):
+    check_bad(tmp_path, data, match)
