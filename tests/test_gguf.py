@@ -12,6 +12,7 @@ import struct
 import numpy as np
 import pytest
 
+import cattn
 from cattn.models.gguf import GGUF_TYPES, GGUFFile
 
 gguf = pytest.importorskip("gguf", reason="the gguf package (llama.cpp's gguf-py) is the oracle")
@@ -73,6 +74,12 @@ def test_quantized_values_round_trip(tmp_path, tname):
     np.testing.assert_array_equal(got, gguf.quants.dequantize(q, qt))
     step = np.abs(x).reshape(-1, 32).max(1) / (127 if tname == "Q8_0" else 7)
     assert np.all(np.abs(got - x).reshape(-1, 32) <= step[:, None] * 1.01 + 1e-6)
+    w = f.weight("w")                                 # holds the values exactly
+    assert w.shape == x.shape
+    np.testing.assert_array_equal(w.unpack(), got)
+    a = np.random.default_rng(3).standard_normal((2, 64)).astype(np.float32)
+    np.testing.assert_allclose(cattn.linear(a, w), a.astype(np.float64) @ got.T.astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_metadata_and_plain_tensors(tmp_path):
@@ -107,6 +114,10 @@ def test_metadata_and_plain_tensors(tmp_path):
     np.testing.assert_array_equal(f.dequantize("c"), c)
     with pytest.raises(KeyError, match="no tensor named 'nope'"):
         f.dequantize("nope")
+    with pytest.raises(KeyError, match="no tensor named 'nope'"):
+        f.weight("nope")
+    with pytest.raises(ValueError, match=r"tensor 'b' has shape \(2, 3, 4\); a weight is 2-D"):
+        f.weight("b")
 
 
 # ---- hostile files ---------------------------------------------------------------

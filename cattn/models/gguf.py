@@ -19,13 +19,16 @@ allocation). What it is not: a writer, a model builder (the architectures
 and their key maps), or a tokenizer.
 
 Shapes are given in NumPy's order (rows first): a ggml tensor of sizes
-(ne0, ne1) is an (ne1, ne0) array; blocks run along a row (ne0).
+(ne0, ne1) is an (ne1, ne0) array; blocks run along a row (ne0). A 2-D tensor is a linear
+weight with rows = outputs, as cattn.linear takes it.
 """
 import mmap
 import os
 import struct
 
 import numpy as np
+
+from ..ops.packed import pack_weight
 
 __all__ = ["GGUFFile", "GGUF_TYPES"]
 
@@ -200,6 +203,18 @@ class GGUFFile:
         with np.errstate(all="ignore"):                # inf / NaN scales are the file's
             out = _DEQUANT[tname](raw.reshape(-1, bsize)) if block > 1 else _plain(tname, raw)
         return out.reshape(shape)
+
+    def weight(self, name):
+        """Tensor `name` (2-D: rows = outputs) as the cattn.PackedWeight that
+        holds its values exactly: float32 for now (4 bytes a weight; a
+        format that keeps ggml's blocks as they are is issue 27's 4-bit
+        work). weight(name).unpack() equals dequantize(name)."""
+        w = self.dequantize(name)
+        shape = w.shape
+        if len(shape) != 2:
+            raise ValueError(f"GGUF file {self.path}: tensor {name!r} has shape {shape}; a "
+                             "weight is 2-D (rows = outputs)")
+        return pack_weight(w, "float32")
 
     def close(self):
         self._map.close()
