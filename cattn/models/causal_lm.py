@@ -39,6 +39,8 @@ from .._validate import as_flag, as_int, as_real, show
 from ..ops.attention import KVCache
 from ..ops.gemm import linear
 from ..ops.packed import pack_weight
+from .gguf import GGUFFile
+from .gguf_llm import GGUFCheckpoint, gguf_config
 from .safetensors import Checkpoint, CheckpointError
 from ._weights import check_weights, pack
 from .tokenizer import StreamDecoder, TextTokenizer
@@ -312,7 +314,10 @@ class CausalLM(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path, weights="float32"):
-        """Load a Hugging Face checkpoint folder: config.json, model.safetensors
+        """Load a GGUF file (llama.cpp's format: `llama` and `qwen2`
+        architectures, every tensor type cattn.models.GGUFFile reads, its
+        values exactly as ggml dequantizes them; no tokenizer yet: token ids
+        in and out) or a Hugging Face checkpoint folder: config.json, model.safetensors
         (or its shards and model.safetensors.index.json; float32, float16 or
         bfloat16, read per tensor into float32), generation_config.json and
         tokenizer.json when present. weights: the format every nn.Linear's
@@ -321,24 +326,34 @@ class CausalLM(nn.Module):
         the output projection included: a tied one is packed as a copy of the
         embedding matrix (pack_output), which the lookup keeps in float32."""
         weights = check_weights(weights, "CausalLM.from_pretrained")
-        if not os.path.isdir(path):
-            raise FileNotFoundError(f"CausalLM.from_pretrained: {path} is not a directory")
-        config = LLMConfig.from_json(os.path.join(path, "config.json"))
-        ckpt = Checkpoint(path)
+        path = os.fspath(path)
+        if os.path.isfile(path):                   # a GGUF file (llama.cpp's format)
+            gguf = GGUFFile(path)
+            config = LLMConfig.from_dict(gguf_config(gguf))
+            ckpt = GGUFCheckpoint(gguf, config)
+        elif os.path.isdir(path):
+            config = LLMConfig.from_json(os.path.join(path, "config.json"))
+            ckpt = Checkpoint(path)
+        else:
+            raise FileNotFoundError(f"CausalLM.from_pretrained: {path} is neither a checkpoint "
+                                    "folder nor a GGUF file")
         model = nn.skip_init(cls, config)         # weights allocated, not drawn: read next
         keys = (_gpt2_keys if config.architecture == "GPT2LMHeadModel" else _llama_keys)(
             config, ckpt)
         _load(model, ckpt, keys)
+        if os.path.isfile(path):
+            gguf.close()                           # every tensor is read: the map goes
         # every nn.Linear packed once (float32: the same bits): a decode step's
         # one-row GEMMs stream the packed panels; a tied output projection too
         pack(model, weights)
         model.pack_output(weights)
-        gen = os.path.join(path, "generation_config.json")
-        if os.path.isfile(gen):
-            with open(gen, encoding="utf-8") as f:
-                model.generation_config = json.load(f)
-        tok = os.path.join(path, "tokenizer.json")
-        model.tokenizer_path = tok if os.path.isfile(tok) else None
+        if os.path.isdir(path):
+            gen = os.path.join(path, "generation_config.json")
+            if os.path.isfile(gen):
+                with open(gen, encoding="utf-8") as f:
+                    model.generation_config = json.load(f)
+            tok = os.path.join(path, "tokenizer.json")
+            model.tokenizer_path = tok if os.path.isfile(tok) else None
         return model
 
     def pack_output(self, weights):
@@ -377,8 +392,9 @@ class CausalLM(nn.Module):
         if self.tokenizer is None:
             path = getattr(self, "tokenizer_path", None)
             if path is None:
-                raise FileNotFoundError("this checkpoint has no tokenizer.json: pass token ids "
-                                        "instead of text")
+                raise FileNotFoundError("this checkpoint has no tokenizer.json (a GGUF file's own "
+                                        "tokenizer is not read yet): pass token ids instead of "
+                                        "text")
             self.tokenizer = TextTokenizer(path)
         return self.tokenizer
 

@@ -1,0 +1,120 @@
+"""cattn.models.gguf_llm — a decoder-only LLM's config and weights from a
+GGUF file (cattn.models.gguf), in the terms CausalLM loads a Hugging Face
+folder in: a config.json-shaped dict and a checkpoint under Hugging Face's
+tensor names.
+
+What this file is: the map from GGUF metadata keys and llama.cpp's tensor
+names (token_embd, blk.N.attn_q, ...) to config.json fields and Hugging
+Face names, and the one layout difference: llama.cpp's converter stores a
+`llama` model's q and k rows permuted for ggml's interleaved rotary pairs,
+undone here (`qwen2` files use the half-split rotation Hugging Face uses,
+as stored). What it is not: the GGUF parser, the model, or a tokenizer
+(the file's own tokenizer is not read yet: text needs token ids).
+
+Legend: E hidden size, H query heads, Hk key/value heads, D head dim.
+"""
+import numpy as np
+
+__all__ = ["gguf_config", "GGUFCheckpoint", "GGUF_ARCHITECTURES"]
+
+# general.architecture -> the Hugging Face architecture CausalLM builds
+GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+
+# Hugging Face name (per layer: "model.layers.{i}." + key) -> llama.cpp's
+_LAYER = {"input_layernorm.weight": "attn_norm.weight",
+          "post_attention_layernorm.weight": "ffn_norm.weight",
+          "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
+          "self_attn.k_proj.weight": "attn_k.weight", "self_attn.k_proj.bias": "attn_k.bias",
+          "self_attn.v_proj.weight": "attn_v.weight", "self_attn.v_proj.bias": "attn_v.bias",
+          "self_attn.o_proj.weight": "attn_output.weight",
+          "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+          "mlp.down_proj.weight": "ffn_down.weight"}
+_GLOBAL = {"model.embed_tokens.weight": "token_embd.weight",
+           "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
+
+
+def _meta(f, key, default=KeyError, kind=int):
+    v = f.metadata.get(key, default)
+    if v is KeyError:
+        raise ValueError(f"GGUF file {f.path}: metadata {key!r} is missing")
+    ok = (isinstance(v, bool) if kind is bool else
+          isinstance(v, (int, float)) and not isinstance(v, bool) if kind is float else
+          isinstance(v, int) and not isinstance(v, bool))
+    if not ok:
+        raise ValueError(f"GGUF file {f.path}: metadata {key!r} is {v!r}, expected "
+                         f"{kind.__name__}")
+    return v
+
+
+def gguf_config(f):
+    """GGUFFile f -> a config.json-shaped dict (cattn.models.LLMConfig.from_dict).
+    ValueError naming the key for an unsupported architecture, a missing or
+    mistyped field, or a rope scaling cattn does not take yet."""
+    arch = f.metadata.get("general.architecture")
+    if arch not in GGUF_ARCHITECTURES:
+        raise ValueError(f"GGUF file {f.path}: general.architecture {arch!r} is not supported "
+                         f"(supported: {', '.join(GGUF_ARCHITECTURES)})")
+    if "token_embd.weight" not in f.tensors:
+        raise ValueError(f"GGUF file {f.path}: no tensor 'token_embd.weight' (a vocabulary-only "
+                         "file has no model)")
+    scaling = f.metadata.get(f"{arch}.rope.scaling.type", "none")
+    if scaling != "none" or "rope_freqs.weight" in f.tensors:
+        raise ValueError(f"GGUF file {f.path}: rope scaling ({arch}.rope.scaling.type "
+                         f"{scaling!r}, rope_freqs.weight) is not supported yet")
+    E = _meta(f, f"{arch}.embedding_length")
+    H = _meta(f, f"{arch}.attention.head_count")
+    d = dict(architectures=[GGUF_ARCHITECTURES[arch]], hidden_size=E,
+             num_hidden_layers=_meta(f, f"{arch}.block_count"),
+             num_attention_heads=H,
+             num_key_value_heads=_meta(f, f"{arch}.attention.head_count_kv", H),
+             intermediate_size=_meta(f, f"{arch}.feed_forward_length"),
+             rms_norm_eps=_meta(f, f"{arch}.attention.layer_norm_rms_epsilon", 1e-5, float),
+             rope_theta=_meta(f, f"{arch}.rope.freq_base", 10000.0, float),
+             head_dim=_meta(f, f"{arch}.attention.key_length", E // max(H, 1)),
+             vocab_size=f.tensors["token_embd.weight"][1][0],
+             tie_word_embeddings="output.weight" not in f.tensors,
+             attention_bias="blk.0.attn_q.bias" in f.tensors)
+    for ours, key in (("bos_token_id", "tokenizer.ggml.bos_token_id"),
+                      ("eos_token_id", "tokenizer.ggml.eos_token_id"),
+                      ("pad_token_id", "tokenizer.ggml.padding_token_id")):
+        if key in f.metadata:
+            d[ours] = _meta(f, key)
+    return d
+
+
+class GGUFCheckpoint:
+    """The tensors of a GGUFFile under Hugging Face names, with the
+    interface CausalLM's loader reads a safetensors Checkpoint through:
+    `name in ckpt`, info(name) -> ("F32", shape), read(name, out) (the
+    values ggml's dequantization gives, exactly; a llama file's q and k
+    rows put back in Hugging Face's order)."""
+
+    def __init__(self, f, config):
+        self.file = f
+        self._names = {hf: g for hf, g in _GLOBAL.items()}
+        for i in range(config.num_layers):
+            for hf, g in _LAYER.items():
+                self._names[f"model.layers.{i}.{hf}"] = f"blk.{i}.{g}"
+        llama = f.metadata.get("general.architecture") == "llama"
+        H, Hk = config.num_heads, config.num_kv_heads
+        self._heads = {}                                   # hf name -> heads to un-permute
+        if llama:
+            for i in range(config.num_layers):
+                for n, h in (("q", H), ("k", Hk)):
+                    for part in ("weight", "bias"):
+                        self._heads[f"model.layers.{i}.self_attn.{n}_proj.{part}"] = h
+
+    def __contains__(self, name):
+        return self._names.get(name) in self.file.tensors
+
+    def info(self, name):
+        return "F32", self.file.tensors[self._names[name]][1]
+
+    def read(self, name, out):
+        w = self.file.dequantize(self._names[name])
+        h = self._heads.get(name)
+        if h is not None:               # rows (h, D/2, 2) as stored -> (h, 2, D/2) as in HF
+            n = w.shape[0]
+            w = w.reshape(h, n // h // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+        np.copyto(out, w)
+        return out

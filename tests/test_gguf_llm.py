@@ -1,0 +1,164 @@
+"""CausalLM.from_pretrained("model.gguf") against transformers: tiny Llama
+(GQA, untied) and Qwen2 (q/k/v biases, tied) models are written here as
+GGUF files the way llama.cpp's convert_hf_to_gguf.py writes them (its
+tensor names and metadata keys; a llama model's q and k rows permuted for
+ggml's interleaved rotary pairs), in F32 and with Q8_0 / Q4_0 / Q4_1 /
+Q5_0 / Q5_1 weights quantized by the `gguf` package. The reference is the
+transformers model holding the same values (gguf's dequantization of each
+quantized weight: blocks run along rows, so quantizing the permuted rows
+is permuting the quantized ones). Tolerance: float32 sums over <= 128
+terms of O(1) values on two layers, 1e-4 (the float32 Hugging Face tests
+use the same)."""
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf", reason="the gguf package (llama.cpp's gguf-py) writes the files")
+torch = pytest.importorskip("torch", reason="torch is needed for the transformers reference")
+transformers = pytest.importorskip("transformers", reason="transformers is the reference")
+
+from cattn.models import CausalLM  # noqa: E402
+
+V = 96
+
+
+def permute(w, n_head):
+    """llama.cpp's convert_hf_to_gguf.py LlamaModel.permute (rows of q or k)."""
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def hf_model(arch):
+    torch.manual_seed(0)
+    common = dict(vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, rope_theta=5000.0,
+                  rms_norm_eps=1e-5, max_position_embeddings=256, initializer_range=0.15,
+                  bos_token_id=1, eos_token_id=2)
+    if arch == "llama":
+        cfg = transformers.LlamaConfig(**common, tie_word_embeddings=False)
+        return transformers.LlamaForCausalLM(cfg).eval()
+    cfg = transformers.Qwen2Config(**common, tie_word_embeddings=True)
+    m = transformers.Qwen2ForCausalLM(cfg).eval()
+    with torch.no_grad():                       # biases are zeros at init: make them count
+        for n, p in m.named_parameters():
+            if n.endswith("bias"):
+                p.normal_(0, 0.3)
+    return m
+
+
+NAMES = {"input_layernorm.weight": "attn_norm.weight",
+         "post_attention_layernorm.weight": "ffn_norm.weight",
+         "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+         "self_attn.o_proj.weight": "attn_output.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
+         "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+
+
+def gguf_name(hf):
+    if hf == "model.embed_tokens.weight":
+        return "token_embd.weight"
+    if hf == "model.norm.weight":
+        return "output_norm.weight"
+    if hf == "lm_head.weight":
+        return "output.weight"
+    i, rest = hf[len("model.layers."):].split(".", 1)
+    for a, b in NAMES.items():
+        if rest.startswith(a):
+            return f"blk.{i}.{b}{rest[len(a):]}"
+    raise KeyError(hf)
+
+
+def write_gguf(model, arch, path, qtype):
+    """-> the state dict (float32 arrays) the file holds, in HF's layout."""
+    c = model.config
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_context_length(256)
+    w.add_embedding_length(c.hidden_size)
+    w.add_block_count(c.num_hidden_layers)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    w.add_rope_freq_base(5000.0)                # hf_model's rope_theta
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    held = {}
+    qt = gguf.GGMLQuantizationType[qtype]
+    for hf, t in model.state_dict().items():
+        if hf == "lm_head.weight" and c.tie_word_embeddings:
+            continue
+        a = t.detach().numpy().astype(np.float32)
+        if arch == "llama" and (".q_proj." in hf or ".k_proj." in hf):
+            heads = c.num_attention_heads if ".q_proj." in hf else c.num_key_value_heads
+            stored = permute(a, heads)
+        else:
+            stored = a
+        if a.ndim == 2 and qtype != "F32" and hf != "model.embed_tokens.weight":
+            q = gguf.quants.quantize(stored, qt)
+            w.add_tensor(gguf_name(hf), q, raw_shape=q.shape, raw_dtype=qt)
+            a = gguf.quants.dequantize(gguf.quants.quantize(a, qt), qt).astype(np.float32)
+        else:
+            w.add_tensor(gguf_name(hf), stored)
+        held[hf] = a
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return held
+
+
+@pytest.mark.parametrize("qtype", ["F32", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_gguf_model_matches_transformers(tmp_path, arch, qtype):
+    ref = hf_model(arch)
+    path = tmp_path / "m.gguf"
+    held = write_gguf(ref, arch, path, qtype)
+    ref.load_state_dict({k: torch.from_numpy(v) for k, v in held.items()}, strict=False)
+    lm = CausalLM.from_pretrained(str(path))
+    assert lm.config.architecture == type(ref).__name__
+    assert (lm.lm_head is None) == (arch == "qwen2")
+    ids = np.array([[1, 5, 9, 17, 33, 65, 3, 7]])
+    with torch.no_grad():
+        want = ref(torch.from_numpy(ids)).logits.numpy()
+    np.testing.assert_allclose(lm(ids), want, rtol=1e-4, atol=1e-4)
+    with torch.no_grad():
+        hf_ids = ref.generate(torch.from_numpy(ids), max_new_tokens=8, do_sample=False,
+                              eos_token_id=None, pad_token_id=0)[0, ids.shape[1]:].tolist()
+    assert list(lm.generate(ids[0].tolist(), max_new_tokens=8, eos_token_id=[])) == hf_ids
+
+
+def test_gguf_model_int8_weights(tmp_path):
+    ref = hf_model("qwen2")
+    path = tmp_path / "m.gguf"
+    write_gguf(ref, "qwen2", path, "F32")
+    f32 = CausalLM.from_pretrained(str(path))
+    i8 = CausalLM.from_pretrained(str(path), weights="int8")
+    assert i8.lm_head_weight.format == "int8"
+    ids = np.array([[1, 5, 9, 17]])
+    want = f32(ids)
+    assert np.linalg.norm(i8(ids) - want) / np.linalg.norm(want) < 5e-2
+
+
+def bare_file(path, arch):
+    """A file with an embedding and the architecture key alone."""
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_tensor("token_embd.weight", np.zeros((4, 32), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return str(path)
+
+
+def test_gguf_model_errors(tmp_path):
+    with pytest.raises(ValueError, match=r"x.gguf: general.architecture 'gpt2' is not supported"):
+        CausalLM.from_pretrained(bare_file(tmp_path / "x.gguf", "gpt2"))
+    with pytest.raises(ValueError, match=r"metadata 'llama.embedding_length' is missing"):
+        CausalLM.from_pretrained(bare_file(tmp_path / "y.gguf", "llama"))
+    ref = hf_model("llama")
+    write_gguf(ref, "llama", tmp_path / "z.gguf", "F32")
+    f = tmp_path / "z.gguf"
+    data = f.read_bytes().replace(b"llama.feed_forward_length", b"llama.feed_forward_lengtX")
+    f.write_bytes(data)
+    with pytest.raises(ValueError, match=r"metadata 'llama.feed_forward_length' is missing"):
+        CausalLM.from_pretrained(str(f))
+    with pytest.raises(FileNotFoundError, match="neither a checkpoint folder nor a GGUF file"):
+        CausalLM.from_pretrained(str(tmp_path / "absent.gguf"))
