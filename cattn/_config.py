@@ -39,6 +39,7 @@ def config():
                         f"this CPU runs {', '.join(_ext.available_paths())}",
         "kernel_path": _ext.kernel_path(),
         "int8_kernel": _ext.int8_kernel(),
+        "int4_kernel": _ext.int4_kernel(),
         "block_sizes": _ext.block_sizes(),
         "threads": get_num_threads(),
     }

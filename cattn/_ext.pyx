@@ -21,6 +21,7 @@ cdef extern from "cattn.h" nogil:
     void cattn_init()
     const char *cattn_kernel_path()
     const char *cattn_int8_kernel()
+    const char *cattn_int4_kernel()
     int cattn_cpu_has_avx2_fma()
     int cattn_have_openmp()
     int cattn_omp_max_threads()
@@ -61,6 +62,11 @@ cdef inline int _check(int status) except -1:
 def int8_kernel():
     """The int8 micro-kernel in use (its path and instruction)."""
     return cattn_int8_kernel().decode()
+
+
+def int4_kernel():
+    """Which int4 micro-kernel the selected path runs."""
+    return cattn_int4_kernel().decode()
 
 
 def kernel_path():

@@ -117,7 +117,13 @@ cdef extern from "cattn.h" nogil:
                              int64_t rsx, int64_t csx, int64_t M, int64_t K)
     int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M, int64_t N,
                         int64_t K, int n_threads)
-    int CATTN_W_F32, CATTN_W_BF16, CATTN_W_INT8, CATTN_W_PLAIN
+    size_t cattn_q4_packed_bytes(int64_t N, int64_t K)
+    int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const float *d,
+                          const float *mn, int z, int64_t M, int64_t N, int64_t K,
+                          const float *bias, int act, int n_threads)
+    void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, float *sxs, uint8_t *bad,
+                                  const float *X, int64_t M, int64_t K)
+    int CATTN_W_F32, CATTN_W_BF16, CATTN_W_INT8, CATTN_W_PLAIN, CATTN_W_INT4
     ctypedef struct cattn_weight:
         int kind
         const void *P
@@ -126,13 +132,15 @@ cdef extern from "cattn.h" nogil:
         const float *bias
         int64_t N, K
         int64_t rsw, csw
+        const float *mn
+        int z
     int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,
                             int n_threads)
 
 # The weight kinds of cattn_linear_weight (csrc/cattn.h CATTN_W_*), by the
 # format names of cattn/ops/formats.py ("plain": a float32 array, unpacked).
 WEIGHT_KINDS = {"float32": CATTN_W_F32, "bfloat16": CATTN_W_BF16, "int8": CATTN_W_INT8,
-                "plain": CATTN_W_PLAIN}
+                "int4": CATTN_W_INT4, "plain": CATTN_W_PLAIN}
 
 
 cdef const void *_ptr(object a):
@@ -141,12 +149,21 @@ cdef const void *_ptr(object a):
 
 cdef int _weight(cattn_weight *w, tuple entry) except -1:
     """Fill *w from entry = (kind, data, scale, colsum, bias, N, K, rsw, csw)
-    (None for what the kind lacks); w points into entry's arrays."""
+    (None for what the kind lacks; int4: colsum is the mins and rsw the zero
+    point); w points into entry's arrays."""
     kind, data, sw, colsum, bias, N, K, rsw, csw = entry
     w.kind = kind
     w.P = _ptr(data)
     w.sw = <const float *>_ptr(sw)
-    w.colsum = <const int32_t *>_ptr(colsum)
+    w.mn = NULL
+    w.z = 0
+    if kind == CATTN_W_INT4:
+        w.mn = <const float *>_ptr(colsum)
+        w.colsum = NULL
+        w.z = rsw
+        rsw = 0
+    else:
+        w.colsum = <const int32_t *>_ptr(colsum)
     w.bias = <const float *>_ptr(bias)
     w.N = N
     w.K = K
@@ -212,6 +229,28 @@ def linear_packed(cnp.ndarray C, int64_t rsc, int64_t csc, cnp.ndarray A, int64_
                                          <const double *>pp, M, N, K, <const double *>pbias,
                                          act, n_threads)
     _check(st)
+
+
+def q4_packed_bytes(int64_t N, int64_t K):
+    """Bytes of an int4 weight's panels (cattn_q4_packed_bytes)."""
+    return cattn_q4_packed_bytes(N, K)
+
+
+def quantize_q8_blocks(cnp.ndarray x):
+    """(qx int8 (M, 32 G), sx float32 (M, G), xs int32 (M, G), sxs float32
+    (M, G), bad uint8 (M,)) of x (float32 (M, K) contiguous): the int4
+    linear's activation quantization (cattn_quantize_q8_blocks)."""
+    cdef int64_t M = x.shape[0], K = x.shape[1], G = (K + 31) // 32
+    qx = np.empty((M, 32 * G), np.int8)
+    sx = np.empty((M, G), np.float32)
+    xs = np.empty((M, G), np.int32)
+    sxs = np.empty((M, G), np.float32)
+    bad = np.empty(M, np.uint8)
+    cattn_quantize_q8_blocks(<int8_t *>cnp.PyArray_DATA(qx), <float *>cnp.PyArray_DATA(sx),
+                             <int32_t *>cnp.PyArray_DATA(xs), <float *>cnp.PyArray_DATA(sxs),
+                             <uint8_t *>cnp.PyArray_DATA(bad), <const float *>cnp.PyArray_DATA(x),
+                             M, K)
+    return qx, sx, xs, sxs, bad
 
 
 def qpacked_size(int64_t N, int64_t K):

@@ -32,6 +32,7 @@ void cattn_init(void);
 const char *cattn_kernel_path(void);
 /* the int8 micro-kernel in use, e.g. "avx512 vnni (vpdpbusd)" */
 const char *cattn_int8_kernel(void);
+const char *cattn_int4_kernel(void);
 /* Why CATTN_ISA could not be honoured (the portable path runs then), or NULL. */
 const char *cattn_isa_error(void);
 /* Comma-separated kernel paths: of this build / that this CPU runs, best first. */
@@ -150,6 +151,28 @@ void cattn_quantize_rows(uint8_t *q, float *sa, int32_t *za, uint8_t *bad, const
 int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M, int64_t N,
                     int64_t K, int n_threads);
 
+/* ---- q4gemm.c: int4 linear layers ----
+ * C (M, N) rows of N = act(x (M, K) rows of K · W^T + bias), W the int4
+ * weight: groups of 32 k, w[j, k] = d[j, g] q[j, k] + mn[j, g] (mn NULL:
+ * d[j, g] (q[j, k] - z)), q in [0, 15]. P: ceil(N/16) panels of G =
+ * ceil(K/32) groups of 256 bytes (dispatch.h, cattn_ukr_q4_t, states a
+ * group's bytes; cattn_q4_packed_bytes in all; 0 past N and K); d, mn:
+ * (ceil(N/16), G, 16) float32. Each row of x is quantized in groups of 32
+ * (cattn_quantize_q8_blocks) and the result is the micro-kernel's formula;
+ * a row holding NaN or +-inf gives NaN in every output of that row. */
+size_t cattn_q4_packed_bytes(int64_t N, int64_t K);
+int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const float *d,
+                      const float *mn, int z, int64_t M, int64_t N, int64_t K,
+                      const float *bias, int act, int n_threads);
+/* The activations' quantization (a test hook; rows of K contiguous): per
+ * row and group g of 32 (0 past K), amax = max |x|; sx = (float)(amax / 127)
+ * (in double); qx = rint(x *f (127 /f amax)) in [-127, 127] (for amax <
+ * 2^-100: in double); xs = sum qx; sxs = sx *f (float)xs; amax = 0: all 0.
+ * bad[i] = 1 when row i holds NaN or +-inf (then qx = xs = 0, sx = sxs = NaN).
+ * qx: rows of 32 ceil(K/32); sx, xs, sxs: rows of ceil(K/32). */
+void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, float *sxs, uint8_t *bad,
+                              const float *X, int64_t M, int64_t K);
+
 /* ---- weights.c: one linear layer's weight, whatever its format ----
  * The weight kinds (cattn/ops/formats.py names them; a new format is a new
  * kind here, a case in cattn_linear_weight and its kernels):
@@ -157,12 +180,14 @@ int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M,
  *   CATTN_W_BF16   bfloat16 panels (cattn_linear_packed_bf16)
  *   CATTN_W_INT8   int8 panels with sw and colsum (cattn_linear_int8)
  *   CATTN_W_PLAIN  a plain float32 (N, K) array, element (j, p) at P[j*rsw + p*csw]
+ *   CATTN_W_INT4   int4 panels with sw = d, mn and z (cattn_linear_int4)
  * cattn_linear_weight: y (M, N) rows of N = act(x (M, K) rows of K · W^T + bias)
  * by the kind's kernel, the same bits as that kernel called directly. */
 #define CATTN_W_F32 0
 #define CATTN_W_BF16 1
 #define CATTN_W_INT8 2
 #define CATTN_W_PLAIN 3
+#define CATTN_W_INT4 4
 typedef struct {
     int kind;
     const void *P;              /* the panels (stored type), or the plain array */
@@ -171,6 +196,8 @@ typedef struct {
     const float *bias;          /* (N,) or NULL */
     int64_t N, K;
     int64_t rsw, csw;           /* CATTN_W_PLAIN's strides (elements) */
+    const float *mn;            /* int4: the groups' mins, or NULL (then z) */
+    int z;                      /* int4: the zero point without mins (0 or 8) */
 } cattn_weight;
 int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,
                         int n_threads);

@@ -63,6 +63,10 @@
  * tasks of QMC rows x QNC columns (A block and B columns in L2). */
 #define CATTN_MR_I8 5
 #define CATTN_NR_I8 16
+/* int4 (q4gemm.c): rows per micro-kernel tile, k per group, columns per panel */
+#define CATTN_MR_Q4 4
+#define CATTN_Q4_GROUP 32
+#define CATTN_NR_Q4 16
 #define CATTN_QGEMM_MC 40
 #define CATTN_QGEMM_NC 64
 /* With many rows a task is one QMC-row block over all columns, swept

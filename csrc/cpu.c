@@ -174,6 +174,12 @@ const char *cattn_int8_kernel(void)
     return cattn_kt.int8_kernel;
 }
 
+const char *cattn_int4_kernel(void)
+{
+    cattn_init();
+    return cattn_kt.int4_kernel;
+}
+
 int cattn_have_openmp(void)
 {
 #ifdef _OPENMP

@@ -108,6 +108,22 @@ typedef void (*cattn_ukr_i8_t)(int64_t k2, const uint32_t *a, int m, const int8_
                                const float *sw, const float *bias, int act, float *c,
                                int64_t ldc);
 
+/* int4 micro-kernel (q4gemm.c, the "int4" format): an m x 16 tile over G
+ * groups of 32 k, m = 1..CATTN_MR_Q4 rows:
+ *   isum[i][j] = sum_{k<32} q[j, 32g + k] * qx[i*ldq + 32g + k]   (exact int32)
+ *   acc[i][j] = fma((float)(isum - z * xs[i*lds + g]), d[g*16 + j] * sx[i*lds + g], acc)
+ *   then, when mn is not NULL, acc = fma(mn[g*16 + j], sxs[i*lds + g], acc)
+ * for g = 0 .. G-1 in order from acc = 0 (each * and fma rounded once, so
+ * every path gives the same bits); c[i*ldc + j] = acc. b: the panel, G
+ * groups of 256 bytes: group g's chunk t (t < 4) is 64 bytes, byte 4j + u
+ * (u < 4) holding q[j, 32g + 8t + u] in its low nibble and q[j, 32g + 8t
+ * + 4 + u] in its high one; d, mn: the panel's (G, 16) scales and mins;
+ * qx: int8 [-127, 127], rows of 32 G; sx, xs, sxs: per row and group. */
+typedef void (*cattn_ukr_q4_t)(int64_t G, const uint8_t *b, const float *d, const float *mn,
+                               int z, int m, const int8_t *qx, int64_t ldq, const float *sx,
+                               const int32_t *xs, const float *sxs, int64_t lds, float *c,
+                               int64_t ldc);
+
 /* int8 row quantization of one contiguous row x[0:K] (NULL: the driver's
  * portable loop), cattn.h's formula (cattn_quantize_rows) bit for bit:
  * *sa, *za, and the u8 values q[k] written as g = 1: bytes dst[k]
@@ -185,6 +201,8 @@ typedef struct {
     cattn_ukr2_f64_t ukr2_f64;
     cattn_ukr_i8_t ukr_i8;
     cattn_quant_row_t quant_row_u8;
+    cattn_ukr_q4_t ukr_q4;
+    const char *int4_kernel;                /* which int4 micro-kernel ukr_q4 is */
     cattn_dotn_f32_t dotn_f32;
     cattn_dotn_f64_t dotn_f64;
     cattn_pack_t16_f32_t pack_t16_f32;

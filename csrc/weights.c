@@ -2,7 +2,7 @@
  * from a weight kind (CATTN_W_*, cattn.h) to the kernel that multiplies by
  * it. The programs (cattn/_encoder.pxi, _decoder.pxi) and cattn.linear
  * (cattn/ops/formats.py) call every float32 linear through it. Not here:
- * any arithmetic (gemm.c, qgemm.c and the kernel folders hold it).
+ * any arithmetic (gemm.c, qgemm.c, q4gemm.c and the kernel folders hold it).
  *
  *   y[i, j] = act(sum_k x[i, k] W[j, k] + bias[j])   y (M, N), x (M, K) contiguous rows
  */
@@ -15,6 +15,9 @@ int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t
     case CATTN_W_INT8:
         return cattn_linear_int8(y, w->N, 1, x, w->K, 1, (const int8_t *)w->P, w->sw, w->colsum,
                                  M, w->N, w->K, w->bias, act, n_threads);
+    case CATTN_W_INT4:
+        return cattn_linear_int4(y, x, (const uint8_t *)w->P, w->sw, w->mn, w->z, M, w->N, w->K,
+                                 w->bias, act, n_threads);
     case CATTN_W_BF16:
         return cattn_linear_packed_bf16(y, w->N, 1, x, w->K, 1, (const uint16_t *)w->P, M, w->N,
                                         w->K, w->bias, act, n_threads);

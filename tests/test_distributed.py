@@ -108,7 +108,7 @@ def test_empty_and_errors(client):
     assert e.dtype == np.float32 and e.compute().dtype == np.float32
     assert cd.embed([], client=client, compute=True).dtype == np.float32
     with pytest.raises(ValueError, match="weights"):
-        cd.embed(TEXTS, client=client, weights="int4")
+        cd.embed(TEXTS, client=client, weights="int3")
     with pytest.raises(ValueError, match="batch_size"):
         cd.embed(TEXTS, client=client, batch_size=0)
     with pytest.raises(TypeError, match="one string"):

@@ -21,7 +21,7 @@ import cattn
 from cattn_testing.paths import PATHS, forced_by, kernel_path, run_pytest, run_python
 
 OP_MODULES = [
-    "test_matmul.py", "test_linear.py", "test_packed.py", "test_packed_formats.py",
+    "test_matmul.py", "test_linear.py", "test_packed.py", "test_packed_formats.py", "test_int4.py",
     "test_vexp.py", "test_softmax.py", "test_norm.py", "test_activations.py",
     "test_attention.py", "test_kvcache.py", "test_attention_numerics.py",
     "test_unaligned.py", "test_errors.py", "test_decoder_program.py",

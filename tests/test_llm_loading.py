@@ -227,8 +227,8 @@ def test_weights_formats(tmp_path, weights, tied):
 
 def test_weights_argument():
     with pytest.raises(ValueError, match="weights must be one of 'float32', 'bfloat16', "
-                                         "'int8', got 'int4'"):
-        CausalLM.from_pretrained(".", weights="int4")
+                                         "'int8', 'int4', got 'int3'"):
+        CausalLM.from_pretrained(".", weights="int3")
 
 
 def test_pack_output(tmp_path):

@@ -257,8 +257,8 @@ def test_convert_between_formats(rng):
 
 def test_errors():
     m = _layer()
-    with pytest.raises(ValueError, match="'float32', 'bfloat16', 'int8', 'float64'"):
-        nn.quantize(m, "int4")
+    with pytest.raises(ValueError, match="'float32', 'bfloat16', 'int8', 'float64', 'int4'"):
+        nn.quantize(m, "int3")
     with pytest.raises(ValueError, match="dtype must be one of"):
         nn.quantize(m, np.float32)                          # a format name, not a dtype
     with pytest.raises(TypeError, match="cattn.nn.Module"):
@@ -364,5 +364,5 @@ def test_cli_weights(encoders, tmp_path, capsys):
     sim = encoders["bfloat16"].similarity(encoders["bfloat16"].encode(texts))
     assert f"{sim[0, 1]:7.4f}" in capsys.readouterr().out
     with pytest.raises(SystemExit):
-        main(["embed", "x", "--weights", "int4"])
-    assert "invalid choice: 'int4'" in capsys.readouterr().err
+        main(["embed", "x", "--weights", "int3"])
+    assert "invalid choice: 'int3'" in capsys.readouterr().err

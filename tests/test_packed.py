@@ -154,7 +154,7 @@ def test_errors(rng):
     with pytest.raises(ValueError, match="needs"):
         cattn.PackedWeight.from_arrays({**d, "data": d["data"][:-1]})
     with pytest.raises(ValueError, match="unknown format"):
-        cattn.PackedWeight.from_arrays({**d, "format": np.array("int4")})
+        cattn.PackedWeight.from_arrays({**d, "format": np.array("int3")})
     out = np.empty((2, 5), F32)
     out.flags.writeable = False
     with pytest.raises(ValueError):

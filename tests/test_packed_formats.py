@@ -925,7 +925,7 @@ def test_from_arrays_errors(rng):
           else d16["data"].astype(F32)}, "needs"),
         ({**d16, "data": d16["data"][1:]}, "needs"),
         ({**d16, "kc": np.array(128)}, "KC"),
-        ({**d8, "format": np.array("int4")}, "unknown format"),
+        ({**d8, "format": np.array("int3")}, "unknown format"),
         ({**d8, "shape": np.array([5])}, "shape"),
     ]
     for d, msg in cases:

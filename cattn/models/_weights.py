@@ -7,7 +7,7 @@ from .. import nn
 from .._validate import show
 
 # "float32": the checkpoint's values in the model's dtype (float64 models too)
-WEIGHTS = ("float32", "bfloat16", "int8")
+WEIGHTS = ("float32", "bfloat16", "int8", "int4")
 
 
 def check_weights(weights, owner, dtype=np.float32):

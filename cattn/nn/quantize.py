@@ -29,7 +29,7 @@ from .packed_params import PACKED, PackedRows, compute_dtype
 
 __all__ = ["quantize", "pack_weights", "DTYPES"]
 
-DTYPES = ("float32", "bfloat16", "int8", "float64")
+DTYPES = ("float32", "bfloat16", "int8", "float64", "int4")
 
 
 def _linear_weights(m):
@@ -68,8 +68,8 @@ def _convert(module, target, op):
             if have != FORMATS[fmt].compute:
                 raise TypeError(f"{op}: {fmt!r} weights need a {FORMATS[fmt].compute} module, "
                                 f"but {prefix}{name} is {have} (a float64 module packs as "
-                                "'float64' only, a float32 one as 'float32', 'bfloat16' "
-                                "or 'int8')")
+                                "'float64' only, a float32 one as 'float32', 'bfloat16', "
+                                "'int8' or 'int4')")
             plan.append((m, name, fmt, cuts))
     for m, name, fmt, cuts in plan:
         p = m._parameters[name]

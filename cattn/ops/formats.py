@@ -30,8 +30,20 @@ Formats (cattn.linear computes in the format's `compute` dtype):
   magnitude (one huge value zeroes the small ones); (float)t * sa can
   overflow to inf before * sw when |x| is near 1e33 or more, and a row whose
   range is below ~1e-36 gets a subnormal (or zero) scale and loses precision.
-- float64 weights are rounded to float32 first, then to bfloat16 or int8
-  (as torch does): bfloat16 can then differ from rounding once.
+- "int4": groups of 32 inputs, q[j, k] in [0, 15] with a float32 scale d
+  and min mn per output and group: w[j, k] = d q + mn (or, with no mins,
+  d (q - z), z = 0 or 8): 4 bits a weight plus 64 bits per group (6 bits a
+  weight; 5 without mins). pack_weight quantizes asymmetrically (mn = the
+  group's minimum, d = (max - min) / 15, q = rint((w - mn) / d): llama.cpp's
+  Q4_1 rule, in float64); GGUF Q4_0 (d, z = 8), Q4_1 (d, mn) and Q4_K
+  (d = D sc, mn = -Dmin m per 32) blocks are held exactly
+  (int4_weight). Each row of x is quantized at call time in groups of 32
+  to int8 (symmetric: sx = amax / 127, llama.cpp's Q8_0), the group sums
+  are exact int32 and the float steps fixed (csrc/cattn.h,
+  cattn_linear_int4): the same bits on every path and thread count. A row
+  of x holding NaN or +-inf gives NaN in every output of that row.
+- float64 weights are rounded to float32 first, then to bfloat16, int8 or
+  int4 (as torch does): bfloat16 can then differ from rounding once.
 
 Adding a format: a WeightFormat subclass here (layout, pack, unpack, the
 extra arrays it saves and checks, its kernel `kind`), registered in
@@ -46,6 +58,7 @@ from .. import _ext
 from .._validate import alloc, show
 
 _I8_NR = 16        # int8 panels: 16 columns x pairs of k (csrc/cattn.h)
+_Q4_NR, _Q4_G = 16, 32      # int4 panels: 16 columns x groups of 32 k (csrc/dispatch.h)
 
 
 def round_bfloat16(w):
@@ -102,6 +115,64 @@ def _int8_sums(q, op):
 def _pad16(a, dtype):
     """a (N,) padded with 0 to a multiple of the int8 panels' 16 columns."""
     return np.concatenate([np.asarray(a, dtype), np.zeros(-len(a) % _I8_NR, dtype)])
+
+
+def quantize_int4(w):
+    """(q uint8 (N, K) in [0, 15], d float32 (N, G), mn float32 (N, G)) of a
+    finite weight w (N, K), groups of 32 along K (G = ceil(K/32); the last
+    one may be short): per group lo = min w, hi = max w, d = float32((hi -
+    lo) / 15), mn = float32(lo), q = rint((w - mn) / d) clipped to [0, 15]
+    (in float64; d = 0: q = 0)."""
+    w64 = np.asarray(w, np.float32).astype(np.float64)
+    N, K = w64.shape
+    G = -(-K // _Q4_G)
+    full = np.full((N, G * _Q4_G), np.nan)
+    full[:, :K] = w64
+    blk = full.reshape(N, G, _Q4_G)
+    lo = np.nanmin(blk, axis=2) if K else np.zeros((N, 0))
+    hi = np.nanmax(blk, axis=2) if K else np.zeros((N, 0))
+    d = ((hi - lo) / 15.0).astype(np.float32)
+    mn = lo.astype(np.float32)
+    d64, mn64 = d.astype(np.float64)[:, :, None], mn.astype(np.float64)[:, :, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(d64 > 0, np.rint((blk - mn64) / np.where(d64 > 0, d64, 1.0)), 0.0)
+    q = np.clip(np.nan_to_num(q), 0, 15).astype(np.uint8).reshape(N, G * _Q4_G)[:, :K]
+    return np.ascontiguousarray(q), d, mn
+
+
+def int4_panels(q):
+    """q (N, K) uint8 in [0, 15] -> the packed panels (csrc/dispatch.h,
+    cattn_ukr_q4_t): [p][g][t][j][u], low nibble k = 32g + 8t + u, high
+    nibble k + 4; 0 past N and K."""
+    N, K = q.shape
+    P, G = -(-N // _Q4_NR), -(-K // _Q4_G)
+    full = np.zeros((P * _Q4_NR, G * _Q4_G), np.uint8)
+    full[:N, :K] = q
+    f = full.reshape(P, _Q4_NR, G, 4, 2, 4).transpose(0, 2, 3, 1, 5, 4)   # p g t j u h
+    return (f[..., 0] | (f[..., 1] << 4)).reshape(-1).copy()
+
+
+def int4_unpanel(data, N, K):
+    """The panels -> q (N, K) uint8."""
+    P, G = -(-N // _Q4_NR), -(-K // _Q4_G)
+    b = data.reshape(P, G, 4, _Q4_NR, 4)
+    f = np.stack([b & 0x0F, b >> 4], axis=-1)                              # p g t j u h
+    return f.transpose(0, 3, 1, 2, 5, 4).reshape(P * _Q4_NR, G * _Q4_G)[:N, :K]
+
+
+def _group_panels(a, N):
+    """(N, G) per output and group -> (P, G, 16) float32 panels (0 past N), read-only."""
+    P, G = -(-N // _Q4_NR), a.shape[1]
+    full = np.zeros((P * _Q4_NR, G), np.float32)
+    full[:N] = a
+    out = np.ascontiguousarray(full.reshape(P, _Q4_NR, G).transpose(0, 2, 1)).reshape(-1)
+    out.flags.writeable = False
+    return out
+
+
+def _group_unpanel(a, N, G):
+    P = -(-N // _Q4_NR)
+    return a.reshape(P, G, _Q4_NR).transpose(0, 2, 1).reshape(P * _Q4_NR, G)[:N]
 
 
 class WeightFormat(str):
@@ -269,6 +340,88 @@ class _Int8(WeightFormat):
         return (self.kind, data, extra["scale"], extra["colsum"], bias, shape[0], shape[1], 0, 0)
 
 
+class _Int4(WeightFormat):
+    def layout(self, N, K):
+        return _ext.q4_packed_bytes(N, K), 0
+
+    def pack(self, w, data, op):
+        with np.errstate(over="ignore"):
+            W = np.asarray(w, np.float32)
+        if not np.all(np.isfinite(W)):
+            raise ValueError(f"{op}: w holds NaN or inf (or values past float32's range); "
+                             "int4 needs a finite weight")
+        q, d, mn = quantize_int4(W)
+        data[...] = int4_panels(q)
+        return self._extra(d, mn, 0, W.shape[0])
+
+    @staticmethod
+    def _extra(d, mn, z, N):
+        return {"scale": _group_panels(d, N), "min": None if mn is None else _group_panels(mn, N),
+                "zero": int(z)}
+
+    def unpack(self, data, shape, kc, extra):
+        N, K = shape
+        G = -(-K // _Q4_G)
+        q = int4_unpanel(data, N, K).astype(np.float32)
+        idx = np.arange(K) // _Q4_G
+        d = _group_unpanel(extra["scale"], N, G)[:, idx]
+        if extra["min"] is None:
+            return d * (q - np.float32(extra["zero"]))
+        return d * q + _group_unpanel(extra["min"], N, G)[:, idx]
+
+    def saved_extra(self, extra, shape):
+        N, K = shape
+        G = -(-K // _Q4_G)
+        out = {"scale": _group_unpanel(extra["scale"], N, G).copy(),
+               "zero": np.array(extra["zero"], np.int64)}
+        if extra["min"] is not None:
+            out["min"] = _group_unpanel(extra["min"], N, G).copy()
+        return out
+
+    def loaded_extra(self, d, data, shape, op):
+        N, K = shape
+        G = -(-K // _Q4_G)
+
+        def get(key):
+            try:
+                return None if d[key] is None else np.asarray(d[key])
+            except (KeyError, TypeError, IndexError):
+                return None
+
+        scale, mn, z = get("scale"), get("min"), get("zero")
+        for name, a in (("scale", scale), ("min", mn)):
+            if a is None and name == "min":
+                continue
+            if (a is None or a.dtype != np.float32 or a.shape != (N, G)
+                    or not np.all(np.isfinite(a))):
+                raise ValueError(f"{op}: an int4 weight needs {name!r}: finite float32 of shape "
+                                 f"({N}, {G}) (per output and group of 32), got {show(a)}")
+        if z is None or z.shape != () or z.dtype.kind not in "iu" or int(z) not in (0, 8):
+            raise ValueError(f"{op}: an int4 weight needs 'zero': 0 or 8, got {show(z)}")
+        if mn is not None and int(z) != 0:
+            raise ValueError(f"{op}: an int4 weight with mins has 'zero' 0, got {int(z)}")
+        return self._extra(scale, mn, int(z), N)
+
+    def entry(self, data, extra, shape, bias):
+        return (self.kind, data, extra["scale"], extra["min"], bias, shape[0], shape[1],
+                extra["zero"], 0)
+
+
+def int4_arrays(q, d, mn=None, z=0):
+    """The to_arrays() dict of the int4 weight with values d q + mn (mn
+    None: d (q - z)): q uint8 (N, K) in [0, 15], d and mn float32 (N,
+    ceil(K/32)) per output and group of 32, z 0 or 8. PackedWeight.from_arrays
+    of it holds those values exactly (GGUF's Q4_0, Q4_1, Q4_K blocks)."""
+    q = np.asarray(q, np.uint8)
+    N, K = q.shape
+    out = {"format": np.array("int4"), "shape": np.array((N, K), np.int64),
+           "kc": np.array(0, np.int64), "data": int4_panels(q),
+           "scale": np.asarray(d, np.float32), "zero": np.array(z, np.int64)}
+    if mn is not None:
+        out["min"] = np.asarray(mn, np.float32)
+    return out
+
+
 def _make(cls, name, compute, stored):
     f = cls(name)
     f.compute, f.stored = np.dtype(compute), np.dtype(stored)
@@ -281,4 +434,5 @@ FORMATS = {f: f for f in (
     _make(_Float64, "float64", np.float64, np.float64),
     _make(_BFloat16, "bfloat16", np.float32, np.uint16),
     _make(_Int8, "int8", np.float32, np.int8),
+    _make(_Int4, "int4", np.float32, np.uint8),
 )}

@@ -73,7 +73,8 @@ class PackedWeight:
     @property
     def nbytes(self):
         """Bytes of the packed data and of the format's extra arrays (int8's scales)."""
-        return self._data.nbytes + sum(a.nbytes for k, a in self._extra.items() if k == "scale")
+        return self._data.nbytes + sum(a.nbytes for k, a in self._extra.items()
+                                    if k in ("scale", "min") and a is not None)
 
     def __repr__(self):
         return f"PackedWeight(shape={self._shape}, format={str(self._format)!r}, nbytes={self.nbytes})"

@@ -9,6 +9,8 @@ void cattn_kernels_ref(cattn_dispatch_t *kt)
     kt->ukr_f64 = cattn_ukr_ref_f64;
     kt->ukr_i8 = cattn_ukr_ref_i8;
     kt->quant_row_u8 = NULL;                       /* the driver's loop */
+    kt->ukr_q4 = cattn_ukr_ref_q4;
+    kt->int4_kernel = "portable C";
     kt->dotn_f32 = cattn_dotn_ref_f32;
     kt->dotn_f64 = cattn_dotn_ref_f64;
     kt->pack_t16_f32 = NULL;                       /* the driver's scalar packing */

@@ -1,0 +1,74 @@
+/* kernels/avx2/q4gemm.c — the int4 micro-kernel on AVX2 (contract in
+ * dispatch.h, cattn_ukr_q4_t; same bits as the portable one).
+ *
+ * A group's 64-byte chunk is two ymm (columns 0-7, 8-15; 4 bytes per
+ * column). Its low and high nibbles (vpand; vpsrlw 4 + vpand) are u8
+ * weights against row i's 4 broadcast s8 activations (vpmaddubsw: pairs
+ * into s16, |.| <= 2 * 15 * 127); the 8 products of a group's 4 chunks add
+ * in s16 (|.| <= 16 * 15 * 127 = 30480: no overflow), vpmaddwd with ones
+ * makes the column's int32 group sum, exact. Then the contract's float
+ * steps (vcvtdq2ps, vmulps, vfmadd). */
+#include "../../dispatch.h"
+
+#ifdef CATTN_X86
+#include <immintrin.h>
+#include "kernels.h"
+
+#if CATTN_MR_Q4 != 4 || CATTN_NR_Q4 != 16 || CATTN_Q4_GROUP != 32
+#error "kernels/avx2/q4gemm.c: the tile is 4 rows x 16 columns, groups of 32"
+#endif
+
+static inline __attribute__((always_inline)) void
+tile(int64_t G, const uint8_t *b, const float *d, const float *mn, int z, const int M,
+     const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs, const float *sxs,
+     int64_t lds, float *c, int64_t ldc)
+{
+    const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    __m256 f[4][2];
+    for (int i = 0; i < 4; i++) f[i][0] = f[i][1] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < G; g++, b += 256, d += 16) {
+        for (int h = 0; h < 2; h++) {
+            __m256i s[4];
+            for (int i = 0; i < M; i++) s[i] = _mm256_setzero_si256();
+            for (int t = 0; t < 4; t++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(b + 64 * t + 32 * h));
+                const __m256i lo = _mm256_and_si256(v, low);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+                for (int i = 0; i < M; i++) {
+                    const int8_t *a = qx + i * ldq + g * 32 + 8 * t;
+                    int32_t w0, w1;
+                    __builtin_memcpy(&w0, a, 4);
+                    __builtin_memcpy(&w1, a + 4, 4);
+                    s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(w0)));
+                    s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(w1)));
+                }
+            }
+            const __m256 dv = _mm256_loadu_ps(d + 8 * h);
+            const __m256 mv = mn ? _mm256_loadu_ps(mn + g * 16 + 8 * h) : _mm256_setzero_ps();
+            for (int i = 0; i < M; i++) {
+                const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s[i], ones),
+                                                      _mm256_set1_epi32(z * xs[i * lds + g]));
+                const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
+                f[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ds, f[i][h]);
+                if (mn) f[i][h] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i][h]);
+            }
+        }
+    }
+    for (int i = 0; i < M; i++) {
+        _mm256_storeu_ps(c + i * ldc, f[i][0]);
+        _mm256_storeu_ps(c + i * ldc + 8, f[i][1]);
+    }
+}
+
+void cattn_ukr_avx2_q4(int64_t G, const uint8_t *b, const float *d, const float *mn, int z,
+                       int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+                       const float *sxs, int64_t lds, float *c, int64_t ldc)
+{
+    switch (m) {
+    case 1: tile(G, b, d, mn, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    case 2: tile(G, b, d, mn, z, 2, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    case 3: tile(G, b, d, mn, z, 3, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    default: tile(G, b, d, mn, z, 4, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    }
+}
+#endif

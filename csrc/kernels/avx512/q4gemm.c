@@ -1,0 +1,126 @@
+/* kernels/avx512/q4gemm.c — the int4 micro-kernels on AVX-512 (contract in
+ * dispatch.h, cattn_ukr_q4_t; same bits as the portable and AVX2 ones).
+ *
+ * A group's 64-byte chunk is one zmm: 16 columns x 4 bytes. Its low and
+ * high nibbles (vpandd; vpsrlw 4 + vpandd) are u8 weights against row i's
+ * 4 broadcast s8 activations:
+ *   AVX512_VNNI: vpdpbusd adds the column's 4 products in int32 (exact);
+ *   AVX-512BW: vpmaddubsw pairs into s16 (|.| <= 2 * 15 * 127), the 8 of a
+ *     group add in s16 (|.| <= 30480), vpmaddwd with ones into int32.
+ * Then the contract's float steps, 16 columns per instruction. */
+#include "../../dispatch.h"
+
+#ifdef CATTN_X86
+#include <immintrin.h>
+#include "kernels.h"
+
+#if CATTN_MR_Q4 != 4 || CATTN_NR_Q4 != 16 || CATTN_Q4_GROUP != 32
+#error "kernels/avx512/q4gemm.c: the tile is 4 rows x 16 columns, groups of 32"
+#endif
+
+#ifdef CATTN_SIMDE
+#define TARGET_VNNI
+#else
+#define TARGET_VNNI __attribute__((target("avx512vnni")))
+#endif
+
+static inline __attribute__((always_inline)) int32_t word(const int8_t *a)
+{
+    int32_t w;
+    __builtin_memcpy(&w, a, 4);
+    return w;
+}
+
+/* the float steps of group g for M rows: f[i] from the int32 sums s[i] */
+static inline __attribute__((always_inline)) void
+group_end(__m512 *f, const __m512i *s, const int M, int64_t g, const float *d, const float *mn,
+          int z, const float *sx, const int32_t *xs, const float *sxs, int64_t lds)
+{
+    const __m512 dv = _mm512_loadu_ps(d);
+    const __m512 mv = mn ? _mm512_loadu_ps(mn) : _mm512_setzero_ps();
+    for (int i = 0; i < M; i++) {
+        const __m512i isum = _mm512_sub_epi32(s[i], _mm512_set1_epi32(z * xs[i * lds + g]));
+        const __m512 ds = _mm512_mul_ps(dv, _mm512_set1_ps(sx[i * lds + g]));
+        f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), ds, f[i]);
+        if (mn) f[i] = _mm512_fmadd_ps(mv, _mm512_set1_ps(sxs[i * lds + g]), f[i]);
+    }
+}
+
+static inline __attribute__((always_inline)) void
+tile_bw(int64_t G, const uint8_t *b, const float *d, const float *mn, int z, const int M,
+        const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs, const float *sxs,
+        int64_t lds, float *c, int64_t ldc)
+{
+    const __m512i low = _mm512_set1_epi8(15), ones = _mm512_set1_epi16(1);
+    __m512 f[4];
+    for (int i = 0; i < 4; i++) f[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < G; g++, b += 256) {
+        __m512i s[4];
+        for (int i = 0; i < M; i++) s[i] = _mm512_setzero_si512();
+        for (int t = 0; t < 4; t++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(b + 64 * t));
+            const __m512i lo = _mm512_and_si512(v, low);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+            for (int i = 0; i < M; i++) {
+                const int8_t *a = qx + i * ldq + g * 32 + 8 * t;
+                s[i] = _mm512_add_epi16(s[i], _mm512_maddubs_epi16(lo, _mm512_set1_epi32(word(a))));
+                s[i] = _mm512_add_epi16(s[i], _mm512_maddubs_epi16(hi, _mm512_set1_epi32(word(a + 4))));
+            }
+        }
+        for (int i = 0; i < M; i++) s[i] = _mm512_madd_epi16(s[i], ones);
+        group_end(f, s, M, g, d + g * 16, mn ? mn + g * 16 : NULL, z, sx, xs, sxs, lds);
+    }
+    for (int i = 0; i < M; i++) _mm512_storeu_ps(c + i * ldc, f[i]);
+}
+
+TARGET_VNNI static inline __attribute__((always_inline)) void
+tile_vnni(int64_t G, const uint8_t *b, const float *d, const float *mn, int z, const int M,
+          const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs, const float *sxs,
+          int64_t lds, float *c, int64_t ldc)
+{
+    const __m512i low = _mm512_set1_epi8(15);
+    __m512 f[4];
+    for (int i = 0; i < 4; i++) f[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < G; g++, b += 256) {
+        __m512i s[4];
+        for (int i = 0; i < M; i++) s[i] = _mm512_setzero_si512();
+        for (int t = 0; t < 4; t++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(b + 64 * t));
+            const __m512i lo = _mm512_and_si512(v, low);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+            for (int i = 0; i < M; i++) {
+                const int8_t *a = qx + i * ldq + g * 32 + 8 * t;
+                s[i] = _mm512_dpbusd_epi32(s[i], lo, _mm512_set1_epi32(word(a)));
+                s[i] = _mm512_dpbusd_epi32(s[i], hi, _mm512_set1_epi32(word(a + 4)));
+            }
+        }
+        group_end(f, s, M, g, d + g * 16, mn ? mn + g * 16 : NULL, z, sx, xs, sxs, lds);
+    }
+    for (int i = 0; i < M; i++) _mm512_storeu_ps(c + i * ldc, f[i]);
+}
+
+void cattn_ukr_avx512_q4(int64_t G, const uint8_t *b, const float *d, const float *mn, int z,
+                         int m, const int8_t *qx, int64_t ldq, const float *sx,
+                         const int32_t *xs, const float *sxs, int64_t lds, float *c, int64_t ldc)
+{
+    switch (m) {
+    case 1: tile_bw(G, b, d, mn, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    case 2: tile_bw(G, b, d, mn, z, 2, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    case 3: tile_bw(G, b, d, mn, z, 3, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    default: tile_bw(G, b, d, mn, z, 4, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    }
+}
+
+TARGET_VNNI void
+cattn_ukr_avx512vnni_q4(int64_t G, const uint8_t *b, const float *d, const float *mn, int z,
+                        int m, const int8_t *qx, int64_t ldq, const float *sx,
+                        const int32_t *xs, const float *sxs, int64_t lds, float *c, int64_t ldc)
+{
+    switch (m) {
+    case 1: tile_vnni(G, b, d, mn, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    case 2: tile_vnni(G, b, d, mn, z, 2, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    case 3: tile_vnni(G, b, d, mn, z, 3, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    default: tile_vnni(G, b, d, mn, z, 4, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    }
+}
+#endif

@@ -1,0 +1,182 @@
+/* q4gemm.c — int4 linear layers (cattn.pack_weight(w, dtype="int4")):
+ *   C[M,N] = act(sum_g (d[j,g] sx[i,g] (isum - z xs) + mn[j,g] sx[i,g] xs) + bias[N])
+ * The weight: groups of 32 k, q[j, k] in [0, 15] with a float32 scale d
+ * and (optionally) a float32 min mn per group and output, its values
+ * w[j, k] = d * q + mn (mn NULL: d * (q - z), z = 0 or 8); GGUF's Q4_0,
+ * Q4_1 and Q4_K blocks are such values exactly (cattn/ops/formats.py).
+ * The activations: each row's groups of 32 quantized at call time to int8,
+ * symmetric (cattn_quantize_q8_blocks), as llama.cpp's Q8_0; the group
+ * sums are exact int32 and the float steps are fixed (dispatch.h,
+ * cattn_ukr_q4_t), so threads, blocking and the other rows never change a
+ * result's bits.
+ *
+ * Loops: quantize the rows (in the region when there are many) -> tasks
+ * of a few 16-column panels x all rows (dynamic), MR-row tiles by the
+ * path's micro-kernel, bias and activation per 16 columns, stored into C.
+ * Legend: M rows, N outputs, K inputs, Kp = K rounded up to 32, G = Kp/32
+ * groups, Np = N rounded up to 16.
+ */
+#include <math.h>
+#include <string.h>
+#include "dispatch.h"
+#include "threads.h"
+
+#define QG CATTN_Q4_GROUP
+#define NR CATTN_NR_Q4
+#define MR CATTN_MR_Q4
+
+size_t cattn_q4_packed_bytes(int64_t N, int64_t K)
+{
+    return (size_t)cattn_round_up(N, NR) * (size_t)(cattn_round_up(K, QG) / 2);
+}
+
+static inline float rint_smallf(float v)      /* to nearest even, |v| < 2^22 */
+{
+    const float magic = 12582912.0f;
+    return (v + magic) - magic;
+}
+
+/* one row x[0:K] into qx[0:Kp] (0 past K) with sx, xs, sxs per group;
+ * returns 1 when the row holds NaN or +-inf (then all 0, sx NaN) */
+static int quantize_row(int8_t *qx, float *sx, int32_t *xs, float *sxs, const float *x,
+                        int64_t K)
+{
+    const int64_t G = cattn_cdiv(K, QG);
+    int nonfinite = 0;
+    for (int64_t k = 0; k < K; k++) nonfinite |= !(x[k] - x[k] == 0.0f);
+    if (nonfinite) {
+        memset(qx, 0, (size_t)(G * QG));
+        for (int64_t g = 0; g < G; g++) { sx[g] = NAN; xs[g] = 0; sxs[g] = NAN; }
+        return 1;
+    }
+    for (int64_t g = 0; g < G; g++) {
+        const int64_t k0 = g * QG, n = cattn_min64(QG, K - k0);
+        float v[QG] = {0}, amax = 0.0f;
+        memcpy(v, x + k0, sizeof(float) * (size_t)n);
+        for (int k = 0; k < QG; k++) amax = fmaxf(amax, fabsf(v[k]));
+        int8_t *q = qx + k0;
+        int32_t s = 0;
+        if (amax == 0.0f) {
+            memset(q, 0, QG);
+        } else if (amax >= 0x1p-100f) {
+            const float inv = 127.0f / amax;
+            for (int k = 0; k < QG; k++) {
+                float r = rint_smallf(v[k] * inv);
+                r = r < -127.0f ? -127.0f : r > 127.0f ? 127.0f : r;
+                q[k] = (int8_t)r;
+            }
+        } else {                               /* tiny: 127 / amax past float's range */
+            const double inv = 127.0 / (double)amax;
+            for (int k = 0; k < QG; k++) {
+                double r = nearbyint((double)v[k] * inv);
+                r = r < -127.0 ? -127.0 : r > 127.0 ? 127.0 : r;
+                q[k] = (int8_t)r;
+            }
+        }
+        for (int k = 0; k < QG; k++) s += q[k];
+        sx[g] = (float)((double)amax / 127.0);
+        xs[g] = s;
+        sxs[g] = sx[g] * (float)s;
+    }
+    return 0;
+}
+
+void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, float *sxs, uint8_t *bad,
+                              const float *X, int64_t M, int64_t K)
+{
+    const int64_t G = cattn_cdiv(K, QG);
+    for (int64_t i = 0; i < M; i++)
+        bad[i] = (uint8_t)quantize_row(qx + i * G * QG, sx + i * G, xs + i * G, sxs + i * G,
+                                       X + i * K, K);
+}
+
+typedef struct {
+    float *C;
+    const int8_t *qx; const float *sx; const int32_t *xs; const float *sxs; const uint8_t *bad;
+    const uint8_t *P; const float *d; const float *mn; int z;
+    const float *bias; int act;
+    int64_t M, N, G;
+} q4_args;
+
+/* panels [p0, p1) x all rows into C */
+static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
+{
+    const int64_t G = a->G, Kp = G * QG;
+    float buf[MR * NR];
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t c0 = p * NR, nc = cattn_min64(NR, a->N - c0);
+        const uint8_t *b = a->P + p * G * 256;
+        const float *d = a->d + p * G * NR, *mn = a->mn ? a->mn + p * G * NR : NULL;
+        for (int64_t r = 0; r < a->M; r += MR) {
+            const int m = (int)cattn_min64(MR, a->M - r);
+            cattn_kt.ukr_q4(G, b, d, mn, a->z, m, a->qx + r * Kp, Kp, a->sx + r * G,
+                            a->xs + r * G, a->sxs + r * G, G, buf, NR);
+            for (int i = 0; i < m; i++) {
+                float *t = buf + i * NR;
+                if (a->bad[r + i]) {
+                    for (int j = 0; j < NR; j++) t[j] = NAN;
+                } else {
+                    if (a->bias)
+                        for (int j = 0; j < nc; j++) t[j] += a->bias[c0 + j];
+                    if (a->act != CATTN_ACT_NONE) cattn_kt.act_f32(t, t, NR, a->act);
+                }
+                memcpy(a->C + (r + i) * a->N + c0, t, sizeof(float) * (size_t)nc);
+            }
+        }
+    }
+}
+
+int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const float *d,
+                      const float *mn, int z, int64_t M, int64_t N, int64_t K,
+                      const float *bias, int act, int n_threads)
+{
+    cattn_init();
+    if (M <= 0 || N <= 0) return CATTN_OK;
+    const int64_t G = cattn_cdiv(K, QG), Kp = G * QG, np = cattn_cdiv(N, NR);
+    if (G == 0) {                                  /* K = 0: bias only */
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) C[i * N + j] = bias ? bias[j] : 0.0f;
+        if (act != CATTN_ACT_NONE)
+            for (int64_t i = 0; i < M; i++) cattn_kt.act_f32(C + i * N, C + i * N, N, act);
+        return CATTN_OK;
+    }
+    const size_t qsz = cattn_round_up((size_t)(M * Kp), 64);
+    const size_t gsz = cattn_round_up(sizeof(float) * (size_t)(M * G), 64);
+    uint8_t *mem = cattn_aligned_alloc(qsz + 3 * gsz + (size_t)M);
+    if (!mem) return CATTN_ENOMEM;
+    int8_t *qx = (int8_t *)mem;
+    float *sx = (float *)(mem + qsz), *sxs = (float *)(mem + qsz + gsz);
+    int32_t *xs = (int32_t *)(mem + qsz + 2 * gsz);
+    uint8_t *bad = mem + qsz + 3 * gsz;
+    const double work = (double)M * (double)N * (double)K;
+    const int nt = cattn_short_threads(
+        cattn_threads_for(work, CATTN_GEMV_WORK_PER_THREAD, np, n_threads), work);
+    /* tasks of up to 8 panels, at least ~4 per thread */
+    int64_t chunk = np / (4 * (int64_t)nt);
+    chunk = chunk < 1 ? 1 : chunk > 8 ? 8 : chunk;
+    const int64_t ntask = cattn_cdiv(np, chunk);
+    const q4_args g = {C, qx, sx, xs, sxs, bad, P, d, mn, z, bias, act, M, N, G};
+    const int quant_in_region = nt > 1 && M >= 8;
+    if (!quant_in_region)
+        for (int64_t i = 0; i < M; i++)
+            bad[i] = (uint8_t)quantize_row(qx + i * Kp, sx + i * G, xs + i * G, sxs + i * G,
+                                           A + i * K, K);
+    cattn_region_t reg;
+    cattn_region_begin(&reg, nt);
+    CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
+    {
+        cattn_region_arrive(&reg);
+        if (quant_in_region) {
+            CATTN_OMP(omp for schedule(dynamic, 1))
+            for (int64_t i = 0; i < M; i++)
+                bad[i] = (uint8_t)quantize_row(qx + i * Kp, sx + i * G, xs + i * G,
+                                               sxs + i * G, A + i * K, K);
+        }
+        CATTN_OMP(omp for schedule(dynamic, 1))
+        for (int64_t t = 0; t < ntask; t++)
+            q4_task(&g, t * chunk, cattn_min64(np, (t + 1) * chunk));
+    }
+    cattn_region_end(&reg);
+    cattn_aligned_free(mem);
+    return CATTN_OK;
+}

@@ -1,0 +1,326 @@
+"""cattn.pack_weight(w, "int4"): the group-wise 4-bit format.
+
+What the format promises (cattn/ops/formats.py, csrc/cattn.h
+cattn_linear_int4, csrc/dispatch.h cattn_ukr_q4_t) and how it is checked
+here, against references written independently in this file:
+
+- the weight: quantize_int4's rule (groups of 32, asymmetric, in float64)
+  re-derived in NumPy; the panels round-trip; unpack() is d q + mn (or
+  d (q - z)) op by op in float32.
+- the activations: each row's groups of 32 quantized to int8 as the C
+  header states, recomputed in NumPy, exactly.
+- the linear: the documented formula evaluated in NumPy with exact integer
+  sums and a correctly rounded fma (round-to-odd in float64, then to
+  float32), bit for bit; every kernel path is held to it when
+  test_kernel_paths re-runs this module.
+- accuracy against float64 with a bound from the activations' steps;
+  thread counts and batch neighbours never change a bit; NaN rows; empty
+  and ragged dims; to_arrays / from_arrays / pickle and their errors.
+
+Legend: M rows of x, N outputs, K inputs, G = ceil(K/32) groups. Tiles are
+4 rows x 16 columns; tasks up to 8 panels (csrc/q4gemm.c): the shapes
+straddle those.
+"""
+import pickle
+
+import numpy as np
+import pytest
+
+import cattn
+from cattn import _ext
+from cattn.ops import formats
+from cattn.ops.packed import PackedWeight
+from cattn_testing.numerics import randn, threads_bitwise
+
+F32, F64 = np.float32, np.float64
+SHAPES = [(1, 1, 1), (1, 16, 32), (3, 17, 33), (4, 31, 64), (5, 33, 95), (9, 130, 257),
+          (13, 16, 31), (1, 300, 900)]
+
+
+# ---------------------------------------------------------------- references
+
+def quant_weight_ref(w):
+    """quantize_int4's rule group by group in plain loops."""
+    N, K = w.shape
+    G = -(-K // 32)
+    q = np.zeros((N, K), np.uint8)
+    d = np.zeros((N, G), F32)
+    mn = np.zeros((N, G), F32)
+    for j in range(N):
+        for g in range(G):
+            blk = w[j, 32 * g:32 * g + 32].astype(F64)
+            lo, hi = blk.min(), blk.max()
+            d[j, g] = F32((hi - lo) / 15.0)
+            mn[j, g] = F32(lo)
+            if d[j, g] > 0:
+                r = np.rint((blk - F64(mn[j, g])) / F64(d[j, g]))
+                q[j, 32 * g:32 * g + len(blk)] = np.clip(r, 0, 15)
+    return q, d, mn
+
+
+def quant_act_ref(x):
+    """(qx (M, 32G), sx, xs, sxs (M, G), bad (M,)): cattn.h's formula."""
+    M, K = x.shape
+    G = -(-K // 32)
+    qx = np.zeros((M, 32 * G), np.int8)
+    sx = np.zeros((M, G), F32)
+    xs = np.zeros((M, G), np.int32)
+    sxs = np.zeros((M, G), F32)
+    bad = ~np.isfinite(x).all(axis=1) if K else np.zeros(M, bool)
+    for i in range(M):
+        if bad[i]:
+            sx[i] = sxs[i] = np.nan
+            continue
+        for g in range(G):
+            v = np.zeros(32, F32)
+            seg = x[i, 32 * g:32 * g + 32]
+            v[:len(seg)] = seg
+            amax = np.abs(v).max()
+            if amax == 0:
+                continue
+            if amax >= F32(2.0 ** -100):
+                r = np.rint(v * (F32(127) / amax))
+            else:
+                r = np.rint(v.astype(F64) * (127.0 / F64(amax)))
+            qx[i, 32 * g:32 * g + 32] = np.clip(r, -127, 127)
+            sx[i, g] = F32(F64(amax) / 127.0)
+            xs[i, g] = int(qx[i, 32 * g:32 * g + 32].astype(np.int64).sum())
+            sxs[i, g] = sx[i, g] * F32(xs[i, g])
+    return qx, sx, xs, sxs, bad.astype(np.uint8)
+
+
+def fma32(a, b, c):
+    """float32 fma(a, b, c), correctly rounded: a*b is exact in float64
+    (48 bits); the sum's exact value is s + e (TwoSum); s made odd when e
+    is not 0 (round to odd) rounds once to float32 correctly (53 >= 24 + 2)."""
+    p = a.astype(F64) * b.astype(F64)
+    c = c.astype(F64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = p + c
+        bp = s - c
+        e = (p - bp) + (c - (s - bp))
+        fin = np.isfinite(s)
+        odd = (np.where(fin, s, 0).view(np.uint64) & 1) == 1
+        fix = fin & (e != 0) & ~odd
+        s = np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+    return s.astype(F32)
+
+
+def linear_formula(x, q, d, mn, z, bias=None):
+    """The documented result from the weight's (q, d, mn, z)."""
+    M, K = x.shape
+    N = q.shape[0]
+    G = -(-K // 32)
+    qx, sx, xs, sxs, bad = quant_act_ref(x)
+    qp = np.zeros((N, 32 * G), np.int64)
+    qp[:, :K] = q
+    acc = np.zeros((M, N), F32)
+    for g in range(G):
+        isum = qx[:, 32 * g:32 * g + 32].astype(np.int64) @ qp[:, 32 * g:32 * g + 32].T
+        t = (isum - z * xs[:, g:g + 1].astype(np.int64)).astype(F32)
+        ds = d[None, :, g] * sx[:, g:g + 1]
+        acc = fma32(t, ds, acc)
+        if mn is not None:
+            acc = fma32(np.broadcast_to(mn[None, :, g], (M, N)),
+                        np.broadcast_to(sxs[:, g:g + 1], (M, N)), acc)
+    if bias is not None:
+        acc = acc + bias
+    acc[bad.astype(bool)] = np.nan
+    return acc
+
+
+# ---------------------------------------------------------------- the weight
+
+@pytest.mark.parametrize("N,K", [(1, 1), (16, 32), (17, 33), (40, 95), (3, 257)])
+def test_weight_quantization_and_panels(rng, N, K):
+    w = randn(rng, (N, K))
+    q, d, mn = formats.quantize_int4(w)
+    rq, rd, rmn = quant_weight_ref(w)
+    np.testing.assert_array_equal(q, rq)
+    np.testing.assert_array_equal(d, rd)
+    np.testing.assert_array_equal(mn, rmn)
+    np.testing.assert_array_equal(formats.int4_unpanel(formats.int4_panels(q), N, K), q)
+    p = cattn.pack_weight(w, "int4")
+    idx = np.arange(K) // 32
+    np.testing.assert_array_equal(p.unpack(), rd[:, idx] * q.astype(F32) + rmn[:, idx])
+    # each value within half a step of its group (plus the float rounding of d q + mn)
+    step = rd[:, idx].astype(F64)
+    assert np.all(np.abs(p.unpack().astype(F64) - w) <= 0.5 * step * (1 + 1e-5) + 1e-6 * np.abs(w))
+
+
+def test_panel_byte_layout():
+    """One panel's bytes as dispatch.h states them, built by hand."""
+    q = (np.arange(16 * 64).reshape(16, 64) * 7 % 16).astype(np.uint8)
+    data = formats.int4_panels(q)
+    assert data.shape == (2 * 256,)
+    for g in range(2):
+        for t in range(4):
+            for j in range(16):
+                for u in range(4):
+                    byte = data[g * 256 + t * 64 + 4 * j + u]
+                    k = 32 * g + 8 * t + u
+                    assert byte & 15 == q[j, k] and byte >> 4 == q[j, k + 4]
+
+
+def test_weight_validation(rng):
+    w = randn(rng, (4, 40))
+    for v in (np.nan, np.inf):
+        bad = w.copy()
+        bad[1, 3] = v
+        with pytest.raises(ValueError, match="NaN or inf"):
+            cattn.pack_weight(bad, "int4")
+
+
+def test_constant_and_zero_groups(rng):
+    w = randn(rng, (3, 64))
+    w[0, :32] = 0.25
+    w[1] = 0.0
+    p = cattn.pack_weight(w, "int4")
+    u = p.unpack()
+    np.testing.assert_array_equal(u[0, :32], w[0, :32])
+    np.testing.assert_array_equal(u[1], 0.0)
+
+
+def test_bytes(rng):
+    p = cattn.pack_weight(randn(rng, (20, 70)), "int4")
+    # panels: 2 x 16 columns x 3 groups x 16 bytes; scale and min per (N, G) padded to 32
+    assert p.nbytes == 2 * 16 * 3 * 16 + 2 * (32 * 3 * 4)
+    assert p.dtype == "int4" and p.compute_dtype == F32
+
+
+# ---------------------------------------------------------------- activations
+
+@pytest.mark.parametrize("K", [1, 31, 32, 33, 64, 100])
+def test_activation_quantization_exact(rng, K):
+    x = randn(rng, (6, K)) * F32(3)
+    x[1] *= F32(1e-32)                     # the tiny path (127 / amax near float's range)
+    x[2, : min(K, 40)] = 0.0
+    if K > 5:
+        x[3, 5] = -x[3].max() * 2
+    x[4, 0] = np.nan
+    got = _ext.quantize_q8_blocks(np.ascontiguousarray(x))
+    want = quant_act_ref(x)
+    for g, w_ in zip(got, want):
+        np.testing.assert_array_equal(g, w_)
+
+
+def test_activation_quantization_subnormal_and_ties():
+    x = np.zeros((2, 32), F32)
+    x[0, 0] = F32(1e-40)                    # subnormal amax
+    x[0, 1] = -F32(5e-41)
+    x[1, :4] = [127, 63.5, -0.5, 1.5]       # ties to even at the step 1
+    got = _ext.quantize_q8_blocks(x)
+    want = quant_act_ref(x)
+    for g, w_ in zip(got, want):
+        np.testing.assert_array_equal(g, w_)
+    assert list(got[0][1, :4]) == [127, 64, 0, 2]
+
+
+# ---------------------------------------------------------------- the linear
+
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_linear_equals_documented_formula(rng, M, N, K):
+    x, w, b = randn(rng, (M, K)), randn(rng, (N, K)), randn(rng, (N,))
+    p = cattn.pack_weight(w, "int4")
+    q, d, mn = formats.quantize_int4(w)
+    np.testing.assert_array_equal(cattn.linear(x, p), linear_formula(x, q, d, mn, 0))
+    np.testing.assert_array_equal(cattn.linear(x, p, b), linear_formula(x, q, d, mn, 0, b))
+
+
+@pytest.mark.parametrize("z", [0, 8])
+@pytest.mark.parametrize("M,N,K", [(1, 17, 64), (6, 40, 96), (11, 33, 257)])
+def test_linear_without_mins(rng, M, N, K, z):
+    """The Q4_0 form d (q - z): built through int4_arrays."""
+    q = rng.integers(0, 16, (N, K)).astype(np.uint8)
+    d = (rng.random((N, -(-K // 32))) * 0.1).astype(F32)
+    p = PackedWeight.from_arrays(formats.int4_arrays(q, d, None, z))
+    idx = np.arange(K) // 32
+    np.testing.assert_array_equal(p.unpack(), d[:, idx] * (q.astype(F32) - F32(z)))
+    x = randn(rng, (M, K))
+    np.testing.assert_array_equal(cattn.linear(x, p), linear_formula(x, q, d, None, z))
+
+
+@pytest.mark.parametrize("M,N,K", [(1, 64, 256), (7, 45, 100), (40, 70, 512)])
+def test_accuracy_against_float64(rng, M, N, K):
+    """|y - x W^T| (W = unpack) <= sum_k |W[j,k]| sx[g] / 2 (each x off by at
+    most half its group's step) + float32 rounding of the group terms."""
+    x, w = randn(rng, (M, K)), randn(rng, (N, K))
+    p = cattn.pack_weight(w, "int4")
+    W = p.unpack().astype(F64)
+    y = cattn.linear(x, p).astype(F64)
+    ref = x.astype(F64) @ W.T
+    _, sx, _, _, _ = quant_act_ref(x)
+    idx = np.arange(K) // 32
+    bound = (0.5 * sx[:, idx].astype(F64)) @ np.abs(W).T
+    bound += 4 * 2.0 ** -24 * (np.abs(x).astype(F64) @ np.abs(W).T) + 1e-30
+    assert np.all(np.abs(y - ref) <= bound)
+
+
+def test_activations_and_strided_input(rng):
+    x, w, b = randn(rng, (9, 70)), randn(rng, (37, 70)), randn(rng, (37,))
+    p = cattn.pack_weight(w, "int4")
+    plain = cattn.linear(x, p, b)
+    for act in ("relu", "gelu", "silu"):
+        np.testing.assert_array_equal(cattn.linear(x, p, b, activation=act),
+                                      getattr(cattn, act)(plain))
+    big = randn(rng, (9, 140))
+    big[:, ::2] = x
+    np.testing.assert_array_equal(cattn.linear(big[:, ::2], p, b), plain)
+
+
+def test_batch_and_thread_invariance(rng):
+    x, w, b = randn(rng, (41, 300)), randn(rng, (150, 300)), randn(rng, (150,))
+    p = cattn.pack_weight(w, "int4")
+    full = threads_bitwise(cattn.linear, x, p, b)
+    for i in (0, 3, 17, 40):
+        np.testing.assert_array_equal(cattn.linear(x[i:i + 1], p, b), full[i:i + 1])
+    np.testing.assert_array_equal(cattn.linear(x[5:13], p, b), full[5:13])
+
+
+def test_nonfinite_rows_are_nan_and_others_unaffected(rng):
+    x, w = randn(rng, (10, 64)), randn(rng, (20, 64))
+    p = cattn.pack_weight(w, "int4")
+    clean = cattn.linear(x, p)
+    x[2, 3], x[7, 63] = np.nan, -np.inf
+    got = cattn.linear(x, p)
+    assert np.isnan(got[[2, 7]]).all()
+    keep = [i for i in range(10) if i not in (2, 7)]
+    np.testing.assert_array_equal(got[keep], clean[keep])
+
+
+def test_empty_dims(rng):
+    for M, N, K in ((0, 5, 40), (3, 0, 40), (3, 5, 0)):
+        p = cattn.pack_weight(randn(rng, (N, K)), "int4")
+        b = randn(rng, (N,))
+        y = cattn.linear(randn(rng, (M, K)), p, b)
+        assert y.shape == (M, N) and y.dtype == F32
+        np.testing.assert_array_equal(y, np.broadcast_to(b, (M, N)))
+
+
+# ---------------------------------------------------------------- round trips
+
+def test_round_trip_and_pickle(rng):
+    w = randn(rng, (21, 77))
+    p = cattn.pack_weight(w, "int4")
+    x = randn(rng, (3, 77))
+    for back in (PackedWeight.from_arrays(p.to_arrays()), pickle.loads(pickle.dumps(p))):
+        assert back.format == "int4" and back.shape == (21, 77)
+        np.testing.assert_array_equal(back.unpack(), p.unpack())
+        np.testing.assert_array_equal(cattn.linear(x, back), cattn.linear(x, p))
+
+
+def test_from_arrays_errors(rng):
+    d = cattn.pack_weight(randn(rng, (5, 40)), "int4").to_arrays()
+    cases = {
+        "scale": {**d, "scale": d["scale"][:, :1]},
+        "min": {**d, "min": np.full_like(d["min"], np.nan)},
+        "zero": {**d, "zero": np.array(3)},
+    }
+    for name, bad in cases.items():
+        with pytest.raises(ValueError, match=name):
+            PackedWeight.from_arrays(bad)
+    no_min = {k: v for k, v in d.items() if k != "min"}
+    no_min["zero"] = np.array(8)
+    PackedWeight.from_arrays(no_min)                       # the Q4_0 form loads
+    with pytest.raises(ValueError, match="'zero' 0"):
+        PackedWeight.from_arrays({**d, "zero": np.array(8)})
