@@ -62,6 +62,36 @@ def test_dequantize_matches_gguf(tmp_path, tname):
     np.testing.assert_array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32))
 
 
+@pytest.mark.parametrize("tname", ["Q4_0", "Q4_1", "Q4_K"])
+def test_4bit_blocks_held_exactly_as_int4(tmp_path, tname):
+    """Random blocks with finite scales: weight() is an int4 PackedWeight
+    whose values are gguf-py's dequantization bit for bit (signed zeros
+    included); the llama q/k row order is a row permutation of the same."""
+    rng = np.random.default_rng(7)
+    shape = (20, 512)
+    raw = random_blocks(tname, shape, rng)
+    bsize = {"Q4_0": 18, "Q4_1": 20, "Q4_K": 144}[tname]
+    nf16 = {"Q4_0": 1, "Q4_1": 2, "Q4_K": 2}[tname]
+    blocks = raw.reshape(-1, bsize)
+    scales = (rng.standard_normal((len(blocks), nf16)) * 0.05).astype(np.float16)
+    scales[::7, 0] = -scales[::7, 0]
+    blocks[:, :2 * nf16] = scales.view(np.uint8).reshape(len(blocks), 2 * nf16)
+    f = GGUFFile(write(tmp_path / "q.gguf", [("w", tname, shape, raw)]))
+    w = f.weight("w")
+    assert w.format == "int4"
+    want = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[tname]).astype(np.float32)
+    np.testing.assert_array_equal(w.unpack().view(np.uint32), want.view(np.uint32))
+    assert w.nbytes <= 32 * 256 + 2 * 32 * 16 * 4      # panels of 16 rows, scale (+ min)
+
+
+def test_4bit_with_infinite_scale_is_float32(tmp_path):
+    raw = random_blocks("Q4_0", (2, 64), np.random.default_rng(0))
+    raw.reshape(-1, 18)[1, :2] = np.array([np.inf], np.float16).view(np.uint8)
+    f = GGUFFile(write(tmp_path / "q.gguf", [("w", "Q4_0", (2, 64), raw)]))
+    assert f.weight("w").format == "float32"
+    np.testing.assert_array_equal(f.weight("w").unpack(), f.dequantize("w"))
+
+
 @pytest.mark.parametrize("tname", ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"])
 def test_quantized_values_round_trip(tmp_path, tname):
     """Values quantized by gguf-py come back as its dequantization gives them
@@ -76,10 +106,16 @@ def test_quantized_values_round_trip(tmp_path, tname):
     assert np.all(np.abs(got - x).reshape(-1, 32) <= step[:, None] * 1.01 + 1e-6)
     w = f.weight("w")                                 # holds the values exactly
     assert w.shape == x.shape
+    assert w.format == ("int4" if tname in ("Q4_0", "Q4_1", "Q4_K") else "float32")
     np.testing.assert_array_equal(w.unpack(), got)
     a = np.random.default_rng(3).standard_normal((2, 64)).astype(np.float32)
-    np.testing.assert_allclose(cattn.linear(a, w), a.astype(np.float64) @ got.T.astype(np.float64),
-                               rtol=1e-5, atol=1e-5)
+    ref = a.astype(np.float64) @ got.T.astype(np.float64)
+    if w.format == "int4":        # x quantized per 32: off by half a step sx = amax / 127
+        sx = np.abs(a).reshape(2, -1, 32).max(2) / 127
+        bound = (0.5 * np.repeat(sx, 32, axis=1)) @ np.abs(got.T.astype(np.float64)) * 1.001
+        assert np.all(np.abs(cattn.linear(a, w) - ref) <= bound + 1e-5)
+    else:
+        np.testing.assert_allclose(cattn.linear(a, w), ref, rtol=1e-5, atol=1e-5)
 
 
 def test_metadata_and_plain_tensors(tmp_path):

@@ -27,9 +27,10 @@ def permute(w, n_head):
             .swapaxes(1, 2).reshape(w.shape))
 
 
-def hf_model(arch):
+def hf_model(arch, hidden=64, intermediate=128):
     torch.manual_seed(0)
-    common = dict(vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    common = dict(vocab_size=V, hidden_size=hidden, intermediate_size=intermediate,
+                  num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, rope_theta=5000.0,
                   rms_norm_eps=1e-5, max_position_embeddings=256, initializer_range=0.15,
                   bos_token_id=1, eos_token_id=2)
@@ -66,9 +67,27 @@ def gguf_name(hf):
     raise KeyError(hf)
 
 
-def write_gguf(model, arch, path, qtype):
-    """-> the state dict (float32 arrays) the file holds, in HF's layout."""
+def unpermute(w, n_head):
+    return (w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def q4k_blocks(shape, rng):
+    """Random Q4_K blocks (rows of shape[1] / 256 blocks of 144 bytes) with
+    small finite scales: values O(0.1). gguf-py has no Q4_K quantizer."""
+    nb = shape[0] * shape[1] // 256
+    raw = rng.integers(0, 256, (nb, 144), dtype=np.uint8)
+    scales = np.abs(rng.standard_normal((nb, 2)) * 4e-4).astype(np.float16)
+    raw[:, :4] = scales.view(np.uint8)
+    return raw.reshape(shape[0], -1)
+
+
+def write_gguf(model, arch, path, qtype, embed=False, types=None):
+    """-> the state dict (float32 arrays) the file holds, in HF's layout.
+    qtype: the 2-D weights' type (the embedding's too when embed); types:
+    {substring of the HF name: type} overriding it."""
     c = model.config
+    rng = np.random.default_rng(11)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_context_length(256)
     w.add_embedding_length(c.hidden_size)
@@ -81,20 +100,24 @@ def write_gguf(model, arch, path, qtype):
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     held = {}
-    qt = gguf.GGMLQuantizationType[qtype]
     for hf, t in model.state_dict().items():
         if hf == "lm_head.weight" and c.tie_word_embeddings:
             continue
         a = t.detach().numpy().astype(np.float32)
+        heads = None
         if arch == "llama" and (".q_proj." in hf or ".k_proj." in hf):
             heads = c.num_attention_heads if ".q_proj." in hf else c.num_key_value_heads
             stored = permute(a, heads)
         else:
             stored = a
-        if a.ndim == 2 and qtype != "F32" and hf != "model.embed_tokens.weight":
-            q = gguf.quants.quantize(stored, qt)
+        tname = next((v for k, v in (types or {}).items() if k in hf), qtype)
+        if a.ndim == 2 and tname != "F32" and (embed or hf != "model.embed_tokens.weight"):
+            qt = gguf.GGMLQuantizationType[tname]
+            q = q4k_blocks(stored.shape, rng) if tname == "Q4_K" else gguf.quants.quantize(stored, qt)
             w.add_tensor(gguf_name(hf), q, raw_shape=q.shape, raw_dtype=qt)
-            a = gguf.quants.dequantize(gguf.quants.quantize(a, qt), qt).astype(np.float32)
+            a = gguf.quants.dequantize(q, qt).astype(np.float32)
+            if heads is not None:
+                a = unpermute(a, heads)
         else:
             w.add_tensor(gguf_name(hf), stored)
         held[hf] = a
@@ -112,7 +135,7 @@ def test_gguf_model_matches_transformers(tmp_path, arch, qtype):
     path = tmp_path / "m.gguf"
     held = write_gguf(ref, arch, path, qtype)
     ref.load_state_dict({k: torch.from_numpy(v) for k, v in held.items()}, strict=False)
-    lm = CausalLM.from_pretrained(str(path))
+    lm = CausalLM.from_pretrained(str(path), weights="float32")   # the values, in float32
     assert lm.config.architecture == type(ref).__name__
     assert (lm.lm_head is None) == (arch == "qwen2")
     ids = np.array([[1, 5, 9, 17, 33, 65, 3, 7]])
@@ -123,6 +146,74 @@ def test_gguf_model_matches_transformers(tmp_path, arch, qtype):
         hf_ids = ref.generate(torch.from_numpy(ids), max_new_tokens=8, do_sample=False,
                               eos_token_id=None, pad_token_id=0)[0, ids.shape[1]:].tolist()
     assert list(lm.generate(ids[0].tolist(), max_new_tokens=8, eos_token_id=[])) == hf_ids
+
+
+def hf_state(lm):
+    """cattn's state dict under HF names: q|k|v and gate|up split."""
+    c, out = lm.config, {}
+    glob = {"embed.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight"}
+    for k, v in lm.state_dict().items():
+        hf = glob.get(k, k).replace("layers.", "model.layers.").replace("norm1", "input_layernorm")
+        hf = hf.replace("norm2", "post_attention_layernorm")
+        if ".qkv_proj." in k:
+            sizes = [c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim]
+            for n, part in zip("qkv", np.split(v, np.cumsum(sizes))):
+                out[hf.replace("qkv_proj", f"{n}_proj")] = part
+        elif ".gate_up_proj." in k:
+            for n, part in zip(("gate_proj", "up_proj"), np.split(v, 2)):
+                out[hf.replace("gate_up_proj", n)] = part
+        else:
+            out[hf] = v
+    return out
+
+
+@pytest.mark.parametrize("arch,qtype,types,sizes", [
+    ("llama", "Q4_0", None, (64, 128)), ("qwen2", "Q4_1", None, (64, 128)),
+    ("llama", "Q4_0", {"v_proj": "Q4_1", "up_proj": "Q4_1"}, (64, 128)),
+    ("qwen2", "Q4_K", {"o_proj": "Q4_0"}, (256, 256)),
+    ("qwen2", "Q4_0", {"k_proj": "Q8_0", "down_proj": "BF16"}, (64, 128))])
+def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types, sizes):
+    """weights=None: every 4-bit weight in int4 (a fused q|k|v or gate|up of
+    4-bit pieces too, Q4_0 among Q4_1 rows taking mins), BF16 in bfloat16,
+    the others float32; the values are the file's, bit for bit (state_dict
+    unpacks them); a tied 4-bit embedding's output projection is int4 while
+    the lookup keeps float32. The logits are within the 8-bit activations'
+    error of transformers holding the same values."""
+    ref = hf_model(arch, *sizes)
+    path = tmp_path / "m.gguf"
+    held = write_gguf(ref, arch, path, qtype, embed=True, types=types)
+    lm = CausalLM.from_pretrained(str(path))
+    got = hf_state(lm)
+    for k, v in held.items():
+        if k != "lm_head.weight":
+            np.testing.assert_array_equal(got[k], v, err_msg=k)
+    fmts = {k: p.format for k, p in ((k, getattr(getattr(lm.layers[0], k.split(".")[0]),
+                                                  k.split(".")[1]).weight)
+                                     for k in ("self_attn.qkv_proj", "self_attn.o_proj",
+                                               "mlp.gate_up_proj", "mlp.down_proj"))}
+    mixed = types or {}
+    want_qkv = "float32" if "k_proj" in mixed and mixed["k_proj"] == "Q8_0" else "int4"
+    assert fmts["self_attn.qkv_proj"] == want_qkv
+    assert fmts["mlp.down_proj"] == ("bfloat16" if mixed.get("down_proj") == "BF16" else "int4")
+    assert fmts["mlp.gate_up_proj"] == "int4" and fmts["self_attn.o_proj"] == "int4"
+    if arch == "qwen2":                                    # tied
+        assert lm.output_format == "int4" and lm.lm_head_weight.format == "int4"
+        np.testing.assert_array_equal(lm.lm_head_weight.unpack(), held["model.embed_tokens.weight"])
+        np.testing.assert_array_equal(lm.embed.weight, held["model.embed_tokens.weight"])
+    else:
+        assert lm.lm_head.weight.format == "int4"
+    ref.load_state_dict({k: torch.from_numpy(v) for k, v in held.items()}, strict=False)
+    ids = np.array([[1, 5, 9, 17, 33, 65, 3, 7]])
+    with torch.no_grad():
+        want = ref(torch.from_numpy(ids)).logits.numpy()[0].astype(np.float64)
+    have = lm(ids)[0].astype(np.float64)
+    # random weights of std 0.1 give logits of norm ~150, but at some
+    # positions ~16 (cancellation): the 8-bit activations' absolute error
+    # is then a larger share there, hence a per-position 0.98
+    cos = (have * want).sum(1) / np.linalg.norm(have, axis=1) / np.linalg.norm(want, axis=1)
+    assert cos.min() > 0.98, cos
+    assert (have * want).sum() / np.linalg.norm(have) / np.linalg.norm(want) > 0.999
+    assert np.linalg.norm(have - want) / np.linalg.norm(want) < 0.06
 
 
 def test_gguf_model_int8_weights(tmp_path):

@@ -19,7 +19,7 @@ def add_command(sub):
     p.add_argument("--top-k", type=int, default=None, metavar="K")
     p.add_argument("--top-p", type=float, default=None, metavar="P")
     p.add_argument("--seed", type=int, default=None, metavar="S")
-    add_weights_option(p)
+    add_weights_option(p, gguf=True)
     add_threads_option(p)
     p.set_defaults(func=_generate)
 

@@ -8,13 +8,16 @@ import numpy as np
 from ._common import fail
 
 
-def add_weights_option(p):
-    """--weights: the format the model's linear weights are packed in."""
+def add_weights_option(p, gguf=False):
+    """--weights: the format the model's linear weights are packed in
+    (gguf: the default keeps a GGUF file's own formats)."""
     from ..models._weights import WEIGHTS
-    p.add_argument("--weights", choices=WEIGHTS, default="float32",
-                   help="format of the linear weights: float32 (default, the checkpoint's "
-                        "values), bfloat16 or int8 (half or a quarter of the bytes, slightly "
-                        "less exact; see README 'Weight formats')")
+    keep = (" (default: float32 for a folder; a GGUF file's weights in the formats "
+            "holding them exactly: 4-bit ones in int4)") if gguf else " (default float32)"
+    p.add_argument("--weights", choices=WEIGHTS, default=None if gguf else "float32",
+                   help="format of the linear weights: float32 (the checkpoint's values), "
+                        "bfloat16, int8 or int4 (a half, a quarter or about a fifth of the "
+                        "bytes, less exact; see docs/formats.md)" + keep)
 
 
 def _common(p):

@@ -313,7 +313,7 @@ class CausalLM(nn.Module):
     # -- loading
 
     @classmethod
-    def from_pretrained(cls, path, weights="float32"):
+    def from_pretrained(cls, path, weights=None):
         """Load a GGUF file (llama.cpp's format: `llama` and `qwen2`
         architectures, every tensor type cattn.models.GGUFFile reads, its
         values exactly as ggml dequantizes them; no tokenizer yet: token ids
@@ -321,11 +321,18 @@ class CausalLM(nn.Module):
         (or its shards and model.safetensors.index.json; float32, float16 or
         bfloat16, read per tensor into float32), generation_config.json and
         tokenizer.json when present. weights: the format every nn.Linear's
-        weight is packed in once, "float32" (the default: the checkpoint's
-        values, read into float32), "bfloat16" or "int8" (cattn.nn.quantize),
+        weight is packed in once, "float32" (the checkpoint's values, read
+        into float32), "bfloat16", "int8" or "int4" (cattn.nn.quantize),
         the output projection included: a tied one is packed as a copy of the
-        embedding matrix (pack_output), which the lookup keeps in float32."""
-        weights = check_weights(weights, "CausalLM.from_pretrained")
+        embedding matrix (pack_output), which the lookup keeps in float32.
+        None (the default): "float32" for a folder; for a GGUF file each
+        linear weight (and a tied output projection) in the narrowest format
+        holding the file's values exactly: Q4_0 / Q4_1 / Q4_K tensors in
+        "int4", BF16 in "bfloat16", the others in "float32" (a fused weight,
+        q|k|v or gate|up, takes the narrowest format holding all its pieces)."""
+        keep_file = weights is None and os.path.isfile(os.fspath(path))
+        weights = check_weights("float32" if weights is None else weights,
+                                "CausalLM.from_pretrained")
         path = os.fspath(path)
         if os.path.isfile(path):                   # a GGUF file (llama.cpp's format)
             gguf = GGUFFile(path)
@@ -341,12 +348,41 @@ class CausalLM(nn.Module):
         keys = (_gpt2_keys if config.architecture == "GPT2LMHeadModel" else _llama_keys)(
             config, ckpt)
         _load(model, ckpt, keys)
+        if keep_file:
+            model._pack_exact(ckpt, keys)
         if os.path.isfile(path):
             gguf.close()                           # every tensor is read: the map goes
         # every nn.Linear packed once (float32: the same bits): a decode step's
         # one-row GEMMs stream the packed panels; a tied output projection too
         pack(model, weights)
-        model.pack_output(weights)
+        if not keep_file:
+            model.pack_output(weights)
+        return model._with_generation_files(path)
+
+    def _pack_exact(self, ckpt, keys):
+        """Each linear weight (and a tied output projection) as ckpt.packed
+        gives it: the file's values exactly in the narrowest format."""
+        for ours, pieces, transposed in keys:
+            if transposed or not (ours.endswith("_proj.weight") or ours == "lm_head.weight"):
+                continue
+            pw = ckpt.packed([name for name, _ in pieces])
+            if pw is not None:
+                *path, leaf = ours.split(".")
+                owner = self
+                for part in path:
+                    owner = owner[int(part)] if part.isdigit() else getattr(owner, part)
+                setattr(owner, leaf, pw)
+        self.output_format = "float32"
+        self._output = self._output_source = None
+        if self.lm_head is None:
+            pw = ckpt.packed(["model.embed_tokens.weight"])
+            if pw is not None:
+                self.output_format = str(pw.format)
+                self._output, self._output_source = pw, self.embed.weight
+
+    def _with_generation_files(self, path):
+        """generation_config.json and tokenizer.json of a checkpoint folder."""
+        model = self
         if os.path.isdir(path):
             gen = os.path.join(path, "generation_config.json")
             if os.path.isfile(gen):

@@ -28,7 +28,8 @@ import struct
 
 import numpy as np
 
-from ..ops.packed import pack_weight
+from ..ops.formats import int4_arrays
+from ..ops.packed import PackedWeight, pack_weight
 
 __all__ = ["GGUFFile", "GGUF_TYPES"]
 
@@ -204,17 +205,50 @@ class GGUFFile:
             out = _DEQUANT[tname](raw.reshape(-1, bsize)) if block > 1 else _plain(tname, raw)
         return out.reshape(shape)
 
+    def int4_parts(self, name):
+        """(q uint8 (N, K) in [0, 15], d float32 (N, K/32), mn float32 (N,
+        K/32) or None, z) with values d q + mn (mn None: d (q - z)) equal
+        to dequantize(name), for a 2-D Q4_0 (z = 8), Q4_1 or Q4_K tensor
+        (Q4_K: d = D sc and mn = -(Dmin m) per 32, products exact in
+        float32); None for another type or a scale that is not finite."""
+        self.raw(name)
+        tname, shape = self.tensors[name]
+        if tname not in ("Q4_0", "Q4_1", "Q4_K") or len(shape) != 2:
+            return None
+        N, K = shape
+        bsize = {"Q4_0": 18, "Q4_1": 20, "Q4_K": 144}[tname]
+        b = self.raw(name).reshape(-1, bsize)
+        with np.errstate(all="ignore"):
+            if tname == "Q4_K":
+                D, Dmin = _f16(b, 0), _f16(b, 2)
+                sc, m = _scale_min_k4(b[:, 4:16])
+                q = _k4_values(b[:, 16:]).reshape(N, K)
+                d, mn = (D * sc).reshape(N, K // 32), (-(Dmin * m)).reshape(N, K // 32)
+            else:
+                off = 2 if tname == "Q4_0" else 4
+                q = _nibbles(b[:, off:]).reshape(N, K)
+                d = _f16(b, 0).reshape(N, K // 32)
+                mn = None if tname == "Q4_0" else _f16(b, 2).reshape(N, K // 32)
+        if not (np.isfinite(d).all() and (mn is None or np.isfinite(mn).all())):
+            return None
+        return q, d, mn, 8 if tname == "Q4_0" else 0
+
     def weight(self, name):
         """Tensor `name` (2-D: rows = outputs) as the cattn.PackedWeight that
-        holds its values exactly: float32 for now (4 bytes a weight; a
-        format that keeps ggml's blocks as they are is issue 27's 4-bit
-        work). weight(name).unpack() equals dequantize(name)."""
-        w = self.dequantize(name)
-        shape = w.shape
+        holds its values exactly, in the narrowest cattn format that does:
+        Q4_0, Q4_1, Q4_K -> "int4" (the blocks' scales and 4-bit values as
+        they are); BF16 -> "bfloat16"; F32, F16 and the other types ->
+        "float32" (4 bytes a weight). weight(name).unpack() equals
+        dequantize(name)."""
+        self.raw(name)                                 # KeyError naming an unknown tensor
+        tname, shape = self.tensors[name]
         if len(shape) != 2:
             raise ValueError(f"GGUF file {self.path}: tensor {name!r} has shape {shape}; a "
                              "weight is 2-D (rows = outputs)")
-        return pack_weight(w, "float32")
+        parts = self.int4_parts(name)
+        if parts is not None:
+            return PackedWeight.from_arrays(int4_arrays(*parts))
+        return pack_weight(self.dequantize(name), "bfloat16" if tname == "BF16" else "float32")
 
     def close(self):
         self._map.close()

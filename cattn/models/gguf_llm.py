@@ -15,6 +15,9 @@ Legend: E hidden size, H query heads, Hk key/value heads, D head dim.
 """
 import numpy as np
 
+from ..ops.formats import int4_arrays
+from ..ops.packed import PackedWeight, pack_weight
+
 __all__ = ["gguf_config", "GGUFCheckpoint", "GGUF_ARCHITECTURES"]
 
 # general.architecture -> the Hugging Face architecture CausalLM builds
@@ -111,10 +114,47 @@ class GGUFCheckpoint:
         return "F32", self.file.tensors[self._names[name]][1]
 
     def read(self, name, out):
-        w = self.file.dequantize(self._names[name])
-        h = self._heads.get(name)
-        if h is not None:               # rows (h, D/2, 2) as stored -> (h, 2, D/2) as in HF
-            n = w.shape[0]
-            w = w.reshape(h, n // h // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-        np.copyto(out, w)
+        # a llama file's q, k rows (h, D/2, 2) as stored -> (h, 2, D/2) as in HF
+        np.copyto(out, self._unpermute(name, self.file.dequantize(self._names[name])))
         return out
+
+    def packed(self, names):
+        """The PackedWeight holding the rows of the tensors `names` (Hugging
+        Face names, stacked in order: one linear weight, or a fused one like
+        q|k|v) exactly in the narrowest format that holds them all: "int4"
+        when every piece is Q4_0, Q4_1 or Q4_K (a Q4_0 piece among pieces
+        with mins takes mn = -8 d: exact, d being a float16), "bfloat16"
+        when every piece is BF16; None otherwise (the float32 values the
+        loader read hold them)."""
+        gnames = [self._names[n] for n in names]
+        types = {self.file.tensors[g][0] for g in gnames}
+        if types == {"BF16"}:
+            rows = []
+            for n in names:
+                w = self.file.dequantize(self._names[n])
+                rows.append(self._unpermute(n, w))
+            return pack_weight(np.concatenate(rows), "bfloat16")
+        parts = [self.file.int4_parts(g) for g in gnames]
+        if any(p is None for p in parts):
+            return None
+        zs = {z for _, _, mn, z in parts if mn is None}
+        mins = len(zs) > 1 or any(mn is not None for _, _, mn, _ in parts)
+        q, d, m = [], [], []
+        for n, (pq, pd, pmn, z) in zip(names, parts):
+            if mins and pmn is None:
+                pmn = (np.float32(-z) * pd).astype(np.float32)
+            q.append(self._unpermute(n, pq))
+            d.append(self._unpermute(n, pd))
+            if mins:
+                m.append(self._unpermute(n, pmn))
+        z = 0 if mins else zs.pop()
+        return PackedWeight.from_arrays(int4_arrays(np.concatenate(q), np.concatenate(d),
+                                                    np.concatenate(m) if mins else None, z))
+
+    def _unpermute(self, name, a):
+        """a's rows put back in Hugging Face's order (a llama file's q, k)."""
+        h = self._heads.get(name)
+        if h is None:
+            return a
+        n = a.shape[0]
+        return a.reshape(h, n // h // 2, 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
