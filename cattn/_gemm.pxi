@@ -118,8 +118,9 @@ cdef extern from "cattn.h" nogil:
     int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M, int64_t N,
                         int64_t K, int n_threads)
     size_t cattn_q4_packed_bytes(int64_t N, int64_t K)
-    int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const float *d,
-                          const float *mn, int z, int64_t M, int64_t N, int64_t K,
+    uint64_t cattn_read_probe(const void *p, size_t nbytes, int nt) nogil
+    int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
+                          const void *mn, int h16, int z, int64_t M, int64_t N, int64_t K,
                           const float *bias, int act, int n_threads)
     void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, float *sxs, uint8_t *bad,
                                   const float *X, int64_t M, int64_t K)
@@ -132,7 +133,8 @@ cdef extern from "cattn.h" nogil:
         const float *bias
         int64_t N, K
         int64_t rsw, csw
-        const float *mn
+        const void *mn
+        int h16
         int z
     int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,
                             int n_threads)
@@ -156,9 +158,11 @@ cdef int _weight(cattn_weight *w, tuple entry) except -1:
     w.P = _ptr(data)
     w.sw = <const float *>_ptr(sw)
     w.mn = NULL
+    w.h16 = 0
     w.z = 0
     if kind == CATTN_W_INT4:
-        w.mn = <const float *>_ptr(colsum)
+        w.mn = _ptr(colsum)
+        w.h16 = (<cnp.ndarray>sw).dtype.itemsize == 2
         w.colsum = NULL
         w.z = rsw
         rsw = 0
@@ -229,6 +233,20 @@ def linear_packed(cnp.ndarray C, int64_t rsc, int64_t csc, cnp.ndarray A, int64_
                                          <const double *>pp, M, N, K, <const double *>pbias,
                                          act, n_threads)
     _check(st)
+
+
+def read_probe(cnp.ndarray a, int n_threads):
+    """The xor of the 64-bit words of a's bytes (a C-contiguous, nbytes a
+    multiple of 8), read once by n_threads threads: the benchmarks' read
+    bandwidth probe (time it)."""
+    if not a.flags.c_contiguous or a.nbytes % 8:
+        raise ValueError("read_probe: a must be C-contiguous with a multiple of 8 bytes")
+    cdef const void *p = cnp.PyArray_DATA(a)
+    cdef size_t n = a.nbytes
+    cdef uint64_t r
+    with nogil:
+        r = cattn_read_probe(p, n, n_threads)
+    return r
 
 
 def q4_packed_bytes(int64_t N, int64_t K):

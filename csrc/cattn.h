@@ -161,8 +161,8 @@ int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M,
  * (cattn_quantize_q8_blocks) and the result is the micro-kernel's formula;
  * a row holding NaN or +-inf gives NaN in every output of that row. */
 size_t cattn_q4_packed_bytes(int64_t N, int64_t K);
-int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const float *d,
-                      const float *mn, int z, int64_t M, int64_t N, int64_t K,
+int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
+                      const void *mn, int h16, int z, int64_t M, int64_t N, int64_t K,
                       const float *bias, int act, int n_threads);
 /* The activations' quantization (a test hook; rows of K contiguous): per
  * row and group g of 32 (0 past K), amax = max |x|; sx = (float)(amax / 127)
@@ -172,6 +172,11 @@ int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const float *d
  * qx: rows of 32 ceil(K/32); sx, xs, sxs: rows of ceil(K/32). */
 void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, float *sxs, uint8_t *bad,
                               const float *X, int64_t M, int64_t K);
+
+/* ---- probe.c: a memory-read probe for the benchmarks ----
+ * The xor of the 64-bit words of p[0:bytes) (bytes a multiple of 8), read
+ * once by nt threads in contiguous parts. */
+uint64_t cattn_read_probe(const void *p, size_t bytes, int nt);
 
 /* ---- weights.c: one linear layer's weight, whatever its format ----
  * The weight kinds (cattn/ops/formats.py names them; a new format is a new
@@ -196,7 +201,8 @@ typedef struct {
     const float *bias;          /* (N,) or NULL */
     int64_t N, K;
     int64_t rsw, csw;           /* CATTN_W_PLAIN's strides (elements) */
-    const float *mn;            /* int4: the groups' mins, or NULL (then z) */
+    const void *mn;             /* int4: the groups' mins, or NULL (then z) */
+    int h16;                    /* int4: sw and mn are float16 (else float32) */
     int z;                      /* int4: the zero point without mins (0 or 8) */
 } cattn_weight;
 int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,

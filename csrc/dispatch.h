@@ -113,14 +113,15 @@ typedef void (*cattn_ukr_i8_t)(int64_t k2, const uint32_t *a, int m, const int8_
  *   isum[i][j] = sum_{k<32} q[j, 32g + k] * qx[i*ldq + 32g + k]   (exact int32)
  *   acc[i][j] = fma((float)(isum - z * xs[i*lds + g]), d[g*16 + j] * sx[i*lds + g], acc)
  *   then, when mn is not NULL, acc = fma(mn[g*16 + j], sxs[i*lds + g], acc)
+ * with d, mn float32 (h16 = 0) or float16 (h16 = 1: widened exactly; finite)
  * for g = 0 .. G-1 in order from acc = 0 (each * and fma rounded once, so
  * every path gives the same bits); c[i*ldc + j] = acc. b: the panel, G
  * groups of 256 bytes: group g's chunk t (t < 4) is 64 bytes, byte 4j + u
  * (u < 4) holding q[j, 32g + 8t + u] in its low nibble and q[j, 32g + 8t
  * + 4 + u] in its high one; d, mn: the panel's (G, 16) scales and mins;
  * qx: int8 [-127, 127], rows of 32 G; sx, xs, sxs: per row and group. */
-typedef void (*cattn_ukr_q4_t)(int64_t G, const uint8_t *b, const float *d, const float *mn,
-                               int z, int m, const int8_t *qx, int64_t ldq, const float *sx,
+typedef void (*cattn_ukr_q4_t)(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                               int h16, int z, int m, const int8_t *qx, int64_t ldq, const float *sx,
                                const int32_t *xs, const float *sxs, int64_t lds, float *c,
                                int64_t ldc);
 

@@ -1,7 +1,7 @@
 /* q4gemm.c — int4 linear layers (cattn.pack_weight(w, dtype="int4")):
  *   C[M,N] = act(sum_g (d[j,g] sx[i,g] (isum - z xs) + mn[j,g] sx[i,g] xs) + bias[N])
- * The weight: groups of 32 k, q[j, k] in [0, 15] with a float32 scale d
- * and (optionally) a float32 min mn per group and output, its values
+ * The weight: groups of 32 k, q[j, k] in [0, 15] with a scale d and
+ * (optionally) a min mn per group and output, float32 or float16 (h16), its values
  * w[j, k] = d * q + mn (mn NULL: d * (q - z), z = 0 or 8); GGUF's Q4_0,
  * Q4_1 and Q4_K blocks are such values exactly (cattn/ops/formats.py).
  * The activations: each row's groups of 32 quantized at call time to int8,
@@ -93,7 +93,7 @@ void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, float *sxs, ui
 typedef struct {
     float *C;
     const int8_t *qx; const float *sx; const int32_t *xs; const float *sxs; const uint8_t *bad;
-    const uint8_t *P; const float *d; const float *mn; int z;
+    const uint8_t *P; const void *d; const void *mn; int h16, z;
     const float *bias; int act;
     int64_t M, N, G;
 } q4_args;
@@ -106,10 +106,12 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
     for (int64_t p = p0; p < p1; p++) {
         const int64_t c0 = p * NR, nc = cattn_min64(NR, a->N - c0);
         const uint8_t *b = a->P + p * G * 256;
-        const float *d = a->d + p * G * NR, *mn = a->mn ? a->mn + p * G * NR : NULL;
+        const size_t off = (size_t)(p * G * NR) * (a->h16 ? 2 : 4);
+        const void *d = (const char *)a->d + off;
+        const void *mn = a->mn ? (const char *)a->mn + off : NULL;
         for (int64_t r = 0; r < a->M; r += MR) {
             const int m = (int)cattn_min64(MR, a->M - r);
-            cattn_kt.ukr_q4(G, b, d, mn, a->z, m, a->qx + r * Kp, Kp, a->sx + r * G,
+            cattn_kt.ukr_q4(G, b, d, mn, a->h16, a->z, m, a->qx + r * Kp, Kp, a->sx + r * G,
                             a->xs + r * G, a->sxs + r * G, G, buf, NR);
             for (int i = 0; i < m; i++) {
                 float *t = buf + i * NR;
@@ -126,8 +128,8 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
     }
 }
 
-int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const float *d,
-                      const float *mn, int z, int64_t M, int64_t N, int64_t K,
+int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
+                      const void *mn, int h16, int z, int64_t M, int64_t N, int64_t K,
                       const float *bias, int act, int n_threads)
 {
     cattn_init();
@@ -155,7 +157,7 @@ int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const float *d
     int64_t chunk = np / (4 * (int64_t)nt);
     chunk = chunk < 1 ? 1 : chunk > 8 ? 8 : chunk;
     const int64_t ntask = cattn_cdiv(np, chunk);
-    const q4_args g = {C, qx, sx, xs, sxs, bad, P, d, mn, z, bias, act, M, N, G};
+    const q4_args g = {C, qx, sx, xs, sxs, bad, P, d, mn, h16, z, bias, act, M, N, G};
     const int quant_in_region = nt > 1 && M >= 8;
     if (!quant_in_region)
         for (int64_t i = 0; i < M; i++)

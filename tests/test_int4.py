@@ -39,21 +39,28 @@ SHAPES = [(1, 1, 1), (1, 16, 32), (3, 17, 33), (4, 31, 64), (5, 33, 95), (9, 130
 
 # ---------------------------------------------------------------- references
 
+_F16 = np.sort(np.arange(2 ** 16, dtype=np.uint16).view(np.float16)
+               [np.isfinite(np.arange(2 ** 16, dtype=np.uint16).view(np.float16))]
+               .astype(F64))
+
+
 def quant_weight_ref(w):
-    """quantize_int4's rule group by group in plain loops."""
+    """quantize_int4's rule group by group in plain loops, the float16
+    roundings looked up in the sorted table of every finite float16."""
     N, K = w.shape
     G = -(-K // 32)
     q = np.zeros((N, K), np.uint8)
-    d = np.zeros((N, G), F32)
-    mn = np.zeros((N, G), F32)
+    d = np.zeros((N, G), np.float16)
+    mn = np.zeros((N, G), np.float16)
     for j in range(N):
         for g in range(G):
             blk = w[j, 32 * g:32 * g + 32].astype(F64)
             lo, hi = blk.min(), blk.max()
-            d[j, g] = F32((hi - lo) / 15.0)
-            mn[j, g] = F32(lo)
-            if d[j, g] > 0:
-                r = np.rint((blk - F64(mn[j, g])) / F64(d[j, g]))
+            m = _F16[np.searchsorted(_F16, lo, "right") - 1]          # largest <= lo
+            s = _F16[np.searchsorted(_F16, (hi - m) / 15.0, "left")]   # smallest >= step
+            d[j, g], mn[j, g] = s, m
+            if s > 0:
+                r = np.rint((blk - m) / s)
                 q[j, 32 * g:32 * g + len(blk)] = np.clip(r, 0, 15)
     return q, d, mn
 
@@ -142,7 +149,8 @@ def test_weight_quantization_and_panels(rng, N, K):
     np.testing.assert_array_equal(formats.int4_unpanel(formats.int4_panels(q), N, K), q)
     p = cattn.pack_weight(w, "int4")
     idx = np.arange(K) // 32
-    np.testing.assert_array_equal(p.unpack(), rd[:, idx] * q.astype(F32) + rmn[:, idx])
+    np.testing.assert_array_equal(p.unpack(), rd[:, idx].astype(F32) * q.astype(F32)
+                                  + rmn[:, idx].astype(F32))
     # each value within half a step of its group (plus the float rounding of d q + mn)
     step = rd[:, idx].astype(F64)
     assert np.all(np.abs(p.unpack().astype(F64) - w) <= 0.5 * step * (1 + 1e-5) + 1e-6 * np.abs(w))
@@ -183,9 +191,28 @@ def test_constant_and_zero_groups(rng):
 
 def test_bytes(rng):
     p = cattn.pack_weight(randn(rng, (20, 70)), "int4")
-    # panels: 2 x 16 columns x 3 groups x 16 bytes; scale and min per (N, G) padded to 32
-    assert p.nbytes == 2 * 16 * 3 * 16 + 2 * (32 * 3 * 4)
+    # panels: 2 x 16 columns x 3 groups x 16 bytes; float16 scale and min per
+    # (N, G) padded to 32
+    assert p.nbytes == 2 * 16 * 3 * 16 + 2 * (32 * 3 * 2)
     assert p.dtype == "int4" and p.compute_dtype == F32
+
+
+def test_float32_scales_past_float16_range(rng):
+    """A weight with values past float16's range keeps float32 scales
+    (to nearest: d = (hi - lo) / 15, mn = lo) and its accuracy."""
+    w = randn(rng, (5, 64))
+    w[2, 3] = 1e6
+    q, d, mn = formats.quantize_int4(w)
+    assert d.dtype == F32 and mn.dtype == F32
+    lo = w.reshape(5, 2, 32).min(2).astype(F64)
+    hi = w.reshape(5, 2, 32).max(2).astype(F64)
+    np.testing.assert_array_equal(d, ((hi - lo) / 15).astype(F32))
+    np.testing.assert_array_equal(mn, lo.astype(F32))
+    p = cattn.pack_weight(w, "int4")
+    assert p.nbytes == 16 * 2 * 16 + 2 * (16 * 2 * 4)
+    x = randn(rng, (3, 64))
+    np.testing.assert_array_equal(cattn.linear(x, p), linear_formula(x, q, d, mn, 0))
+    assert np.all(np.abs(p.unpack() - w) <= 0.5 * np.repeat(d, 32, axis=1) * 1.0001 + 1e-6)
 
 
 # ---------------------------------------------------------------- activations
@@ -232,10 +259,10 @@ def test_linear_equals_documented_formula(rng, M, N, K):
 def test_linear_without_mins(rng, M, N, K, z):
     """The Q4_0 form d (q - z): built through int4_arrays."""
     q = rng.integers(0, 16, (N, K)).astype(np.uint8)
-    d = (rng.random((N, -(-K // 32))) * 0.1).astype(F32)
+    d = (rng.random((N, -(-K // 32))) * 0.1).astype(np.float16 if z else F32)
     p = PackedWeight.from_arrays(formats.int4_arrays(q, d, None, z))
     idx = np.arange(K) // 32
-    np.testing.assert_array_equal(p.unpack(), d[:, idx] * (q.astype(F32) - F32(z)))
+    np.testing.assert_array_equal(p.unpack(), d[:, idx].astype(F32) * (q.astype(F32) - F32(z)))
     x = randn(rng, (M, K))
     np.testing.assert_array_equal(cattn.linear(x, p), linear_formula(x, q, d, None, z))
 
@@ -315,6 +342,8 @@ def test_from_arrays_errors(rng):
         "scale": {**d, "scale": d["scale"][:, :1]},
         "min": {**d, "min": np.full_like(d["min"], np.nan)},
         "zero": {**d, "zero": np.array(3)},
+        "must match": {**d, "min": d["min"].astype(F32)},
+        "float32 or float16": {**d, "scale": d["scale"].astype(F64)},
     }
     for name, bad in cases.items():
         with pytest.raises(ValueError, match=name):

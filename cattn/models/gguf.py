@@ -209,8 +209,9 @@ class GGUFFile:
         """(q uint8 (N, K) in [0, 15], d float32 (N, K/32), mn float32 (N,
         K/32) or None, z) with values d q + mn (mn None: d (q - z)) equal
         to dequantize(name), for a 2-D Q4_0 (z = 8), Q4_1 or Q4_K tensor
-        (Q4_K: d = D sc and mn = -(Dmin m) per 32, products exact in
-        float32); None for another type or a scale that is not finite."""
+        (Q4_0, Q4_1: the blocks' float16 scales; Q4_K: float32 d = D sc and
+        mn = -(Dmin m) per 32, products exact in float32); None for another
+        type or a scale that is not finite."""
         self.raw(name)
         tname, shape = self.tensors[name]
         if tname not in ("Q4_0", "Q4_1", "Q4_K") or len(shape) != 2:
@@ -227,8 +228,9 @@ class GGUFFile:
             else:
                 off = 2 if tname == "Q4_0" else 4
                 q = _nibbles(b[:, off:]).reshape(N, K)
-                d = _f16(b, 0).reshape(N, K // 32)
-                mn = None if tname == "Q4_0" else _f16(b, 2).reshape(N, K // 32)
+                h = np.ascontiguousarray(b[:, :off]).view("<f2").astype(np.float16)
+                d = h[:, 0].reshape(N, K // 32)
+                mn = None if tname == "Q4_0" else h[:, 1].reshape(N, K // 32)
         if not (np.isfinite(d).all() and (mn is None or np.isfinite(mn).all())):
             return None
         return q, d, mn, 8 if tname == "Q4_0" else 0

@@ -123,7 +123,8 @@ class GGUFCheckpoint:
         Face names, stacked in order: one linear weight, or a fused one like
         q|k|v) exactly in the narrowest format that holds them all: "int4"
         when every piece is Q4_0, Q4_1 or Q4_K (a Q4_0 piece among pieces
-        with mins takes mn = -8 d: exact, d being a float16), "bfloat16"
+        with mins takes mn = -8 d: exact; float16 scales when every piece
+        has them, else float32, exact widening), "bfloat16"
         when every piece is BF16; None otherwise (the float32 values the
         loader read hold them)."""
         gnames = [self._names[n] for n in names]
@@ -139,10 +140,19 @@ class GGUFCheckpoint:
             return None
         zs = {z for _, _, mn, z in parts if mn is None}
         mins = len(zs) > 1 or any(mn is not None for _, _, mn, _ in parts)
+        dtype = np.float16 if all(p[1].dtype == np.float16 for p in parts) else np.float32
+        if mins and dtype == np.float16:                # -z d must stay a float16
+            with np.errstate(over="ignore"):
+                if not all(np.isfinite((np.float16(-z) * pd)).all()
+                           for _, pd, pmn, z in parts if pmn is None):
+                    dtype = np.float32
         q, d, m = [], [], []
         for n, (pq, pd, pmn, z) in zip(names, parts):
+            pd = pd.astype(dtype)
             if mins and pmn is None:
-                pmn = (np.float32(-z) * pd).astype(np.float32)
+                pmn = (dtype(-z) * pd).astype(dtype)
+            elif pmn is not None:
+                pmn = pmn.astype(dtype)
             q.append(self._unpermute(n, pq))
             d.append(self._unpermute(n, pd))
             if mins:

@@ -30,14 +30,16 @@ Formats (cattn.linear computes in the format's `compute` dtype):
   magnitude (one huge value zeroes the small ones); (float)t * sa can
   overflow to inf before * sw when |x| is near 1e33 or more, and a row whose
   range is below ~1e-36 gets a subnormal (or zero) scale and loses precision.
-- "int4": groups of 32 inputs, q[j, k] in [0, 15] with a float32 scale d
-  and min mn per output and group: w[j, k] = d q + mn (or, with no mins,
-  d (q - z), z = 0 or 8): 4 bits a weight plus 64 bits per group (6 bits a
-  weight; 5 without mins). pack_weight quantizes asymmetrically (mn = the
-  group's minimum, d = (max - min) / 15, q = rint((w - mn) / d): llama.cpp's
-  Q4_1 rule, in float64); GGUF Q4_0 (d, z = 8), Q4_1 (d, mn) and Q4_K
-  (d = D sc, mn = -Dmin m per 32) blocks are held exactly
-  (int4_weight). Each row of x is quantized at call time in groups of 32
+- "int4": groups of 32 inputs, q[j, k] in [0, 15] with a scale d and a
+  min mn per output and group, both float16 or both float32: w[j, k] =
+  d q + mn (or, with no mins, d (q - z), z = 0 or 8). Bytes a weight: 4
+  bits + 32 (float16) or 64 (float32) bits per group: 5 or 6 bits (4.5 /
+  5 without mins). pack_weight quantizes asymmetrically in float16 (mn =
+  the group's minimum rounded down, d = (max - mn) / 15 rounded up, q =
+  rint((w - mn) / d): llama.cpp's Q4_1 rule, in float64; float32 scales
+  for values past float16's range); GGUF Q4_0 (float16 d, z = 8), Q4_1
+  (float16 d, mn) and Q4_K (float32 d = D sc, mn = -Dmin m per 32) blocks
+  are held exactly (int4_arrays). Each row of x is quantized at call time in groups of 32
   to int8 (symmetric: sx = amax / 127, llama.cpp's Q8_0), the group sums
   are exact int32 and the float steps fixed (csrc/cattn.h,
   cattn_linear_int4): the same bits on every path and thread count. A row
@@ -117,12 +119,24 @@ def _pad16(a, dtype):
     return np.concatenate([np.asarray(a, dtype), np.zeros(-len(a) % _I8_NR, dtype)])
 
 
+def _f16_toward(x, down):
+    """float64 x -> the float16 nearest below (down) or above it."""
+    with np.errstate(over="ignore"):
+        h = x.astype(np.float16)
+    off = h.astype(np.float64) > x if down else h.astype(np.float64) < x
+    return np.where(off, np.nextafter(h, np.float16(-np.inf if down else np.inf)), h)
+
+
 def quantize_int4(w):
-    """(q uint8 (N, K) in [0, 15], d float32 (N, G), mn float32 (N, G)) of a
-    finite weight w (N, K), groups of 32 along K (G = ceil(K/32); the last
-    one may be short): per group lo = min w, hi = max w, d = float32((hi -
-    lo) / 15), mn = float32(lo), q = rint((w - mn) / d) clipped to [0, 15]
-    (in float64; d = 0: q = 0)."""
+    """(q uint8 (N, K) in [0, 15], d (N, G), mn (N, G)) of a finite weight w
+    (N, K), groups of 32 along K (G = ceil(K/32); the last one may be
+    short), values d q + mn. Per group lo = min w, hi = max w (in float64):
+    float16 scales when they hold the group: mn = lo rounded down to a
+    float16, d = (hi - mn) / 15 rounded up (so every w lies in [mn, mn +
+    15 d]); float32 ones (mn = lo, d = (hi - lo) / 15 to nearest) for a
+    weight whose values pass float16's range. q = rint((w - mn) / d)
+    clipped to [0, 15] (d = 0: q = 0). Every value is within half a step
+    d / 2 (plus float32 rounding) of w."""
     w64 = np.asarray(w, np.float32).astype(np.float64)
     N, K = w64.shape
     G = -(-K // _Q4_G)
@@ -131,8 +145,11 @@ def quantize_int4(w):
     blk = full.reshape(N, G, _Q4_G)
     lo = np.nanmin(blk, axis=2) if K else np.zeros((N, 0))
     hi = np.nanmax(blk, axis=2) if K else np.zeros((N, 0))
-    d = ((hi - lo) / 15.0).astype(np.float32)
-    mn = lo.astype(np.float32)
+    mn = _f16_toward(lo, down=True)
+    d = _f16_toward((hi - mn.astype(np.float64)) / 15.0, down=False)
+    if not (np.isfinite(mn).all() and np.isfinite(d).all()
+            and np.all(mn.astype(np.float64) + 15.0 * d.astype(np.float64) < 65504)):
+        d, mn = ((hi - lo) / 15.0).astype(np.float32), lo.astype(np.float32)
     d64, mn64 = d.astype(np.float64)[:, :, None], mn.astype(np.float64)[:, :, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         q = np.where(d64 > 0, np.rint((blk - mn64) / np.where(d64 > 0, d64, 1.0)), 0.0)
@@ -161,9 +178,9 @@ def int4_unpanel(data, N, K):
 
 
 def _group_panels(a, N):
-    """(N, G) per output and group -> (P, G, 16) float32 panels (0 past N), read-only."""
+    """(N, G) per output and group -> (P, G, 16) panels of a's dtype (0 past N), read-only."""
     P, G = -(-N // _Q4_NR), a.shape[1]
-    full = np.zeros((P * _Q4_NR, G), np.float32)
+    full = np.zeros((P * _Q4_NR, G), a.dtype)
     full[:N] = a
     out = np.ascontiguousarray(full.reshape(P, _Q4_NR, G).transpose(0, 2, 1)).reshape(-1)
     out.flags.writeable = False
@@ -364,10 +381,10 @@ class _Int4(WeightFormat):
         G = -(-K // _Q4_G)
         q = int4_unpanel(data, N, K).astype(np.float32)
         idx = np.arange(K) // _Q4_G
-        d = _group_unpanel(extra["scale"], N, G)[:, idx]
+        d = _group_unpanel(extra["scale"], N, G)[:, idx].astype(np.float32)
         if extra["min"] is None:
             return d * (q - np.float32(extra["zero"]))
-        return d * q + _group_unpanel(extra["min"], N, G)[:, idx]
+        return d * q + _group_unpanel(extra["min"], N, G)[:, idx].astype(np.float32)
 
     def saved_extra(self, extra, shape):
         N, K = shape
@@ -392,10 +409,14 @@ class _Int4(WeightFormat):
         for name, a in (("scale", scale), ("min", mn)):
             if a is None and name == "min":
                 continue
-            if (a is None or a.dtype != np.float32 or a.shape != (N, G)
+            if (a is None or a.dtype not in (np.float32, np.float16) or a.shape != (N, G)
                     or not np.all(np.isfinite(a))):
-                raise ValueError(f"{op}: an int4 weight needs {name!r}: finite float32 of shape "
-                                 f"({N}, {G}) (per output and group of 32), got {show(a)}")
+                raise ValueError(f"{op}: an int4 weight needs {name!r}: finite float32 or "
+                                 f"float16 of shape ({N}, {G}) (per output and group of 32), "
+                                 f"got {show(a)}")
+        if mn is not None and mn.dtype != scale.dtype:
+            raise ValueError(f"{op}: an int4 weight's 'min' has dtype {mn.dtype}, its 'scale' "
+                             f"{scale.dtype}: they must match")
         if z is None or z.shape != () or z.dtype.kind not in "iu" or int(z) not in (0, 8):
             raise ValueError(f"{op}: an int4 weight needs 'zero': 0 or 8, got {show(z)}")
         if mn is not None and int(z) != 0:
@@ -410,15 +431,16 @@ class _Int4(WeightFormat):
 def int4_arrays(q, d, mn=None, z=0):
     """The to_arrays() dict of the int4 weight with values d q + mn (mn
     None: d (q - z)): q uint8 (N, K) in [0, 15], d and mn float32 (N,
-    ceil(K/32)) per output and group of 32, z 0 or 8. PackedWeight.from_arrays
-    of it holds those values exactly (GGUF's Q4_0, Q4_1, Q4_K blocks)."""
+    ceil(K/32)) per output and group of 32, both float16 or both float32,
+    z 0 or 8. PackedWeight.from_arrays of it holds those values exactly
+    (GGUF's Q4_0, Q4_1 blocks with their float16 scales; Q4_K's in float32)."""
     q = np.asarray(q, np.uint8)
     N, K = q.shape
     out = {"format": np.array("int4"), "shape": np.array((N, K), np.int64),
            "kc": np.array(0, np.int64), "data": int4_panels(q),
-           "scale": np.asarray(d, np.float32), "zero": np.array(z, np.int64)}
+           "scale": np.asarray(d), "zero": np.array(z, np.int64)}
     if mn is not None:
-        out["min"] = np.asarray(mn, np.float32)
+        out["min"] = np.asarray(mn)
     return out
 
 

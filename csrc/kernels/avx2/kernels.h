@@ -51,8 +51,8 @@ void cattn_pack_a6_avx2_f32(float *dst, const float *A, int64_t rsa, int64_t mc,
 void cattn_pack_t16_avx2_f32(float *dst, const float *src, int64_t ld, int64_t rows,
                              int64_t rows_pad, int64_t k, float scale);
 
-void cattn_ukr_avx2_q4(int64_t G, const uint8_t *b, const float *d, const float *mn, int z,
-    int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+void cattn_ukr_avx2_q4(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
+    int z, int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
     const float *sxs, int64_t lds, float *c, int64_t ldc);
 
 #endif

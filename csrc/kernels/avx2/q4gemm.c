@@ -7,7 +7,8 @@
  * into s16, |.| <= 2 * 15 * 127); the 8 products of a group's 4 chunks add
  * in s16 (|.| <= 16 * 15 * 127 = 30480: no overflow), vpmaddwd with ones
  * makes the column's int32 group sum, exact. Then the contract's float
- * steps (vcvtdq2ps, vmulps, vfmadd). */
+ * steps (vcvtdq2ps, vmulps, vfmadd). float16 scales are widened with
+ * integer shifts and one exact multiply (no F16C needed). */
 #include "../../dispatch.h"
 
 #ifdef CATTN_X86
@@ -18,15 +19,26 @@
 #error "kernels/avx2/q4gemm.c: the tile is 4 rows x 16 columns, groups of 32"
 #endif
 
+/* 8 scales at a (float32, or float16 when H16: widened exactly, the bits
+ * shifted into float32's fields times 2^112; finite values only) */
+static inline __attribute__((always_inline)) __m256 scales8(const void *a, int64_t i, const int H16)
+{
+    if (!H16) return _mm256_loadu_ps((const float *)a + i);
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)a + i)));
+    const __m256i u = _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16),
+                                      _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7FFF)), 13));
+    return _mm256_mul_ps(_mm256_castsi256_ps(u), _mm256_set1_ps(0x1p112f));
+}
+
 static inline __attribute__((always_inline)) void
-tile(int64_t G, const uint8_t *b, const float *d, const float *mn, int z, const int M,
+tile(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, int z, const int M,
      const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs, const float *sxs,
      int64_t lds, float *c, int64_t ldc)
 {
     const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
     __m256 f[4][2];
     for (int i = 0; i < 4; i++) f[i][0] = f[i][1] = _mm256_setzero_ps();
-    for (int64_t g = 0; g < G; g++, b += 256, d += 16) {
+    for (int64_t g = 0; g < G; g++, b += 256) {
         for (int h = 0; h < 2; h++) {
             __m256i s[4];
             for (int i = 0; i < M; i++) s[i] = _mm256_setzero_si256();
@@ -43,8 +55,8 @@ tile(int64_t G, const uint8_t *b, const float *d, const float *mn, int z, const 
                     s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(w1)));
                 }
             }
-            const __m256 dv = _mm256_loadu_ps(d + 8 * h);
-            const __m256 mv = mn ? _mm256_loadu_ps(mn + g * 16 + 8 * h) : _mm256_setzero_ps();
+            const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
+            const __m256 mv = mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
             for (int i = 0; i < M; i++) {
                 const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s[i], ones),
                                                       _mm256_set1_epi32(z * xs[i * lds + g]));
@@ -60,15 +72,22 @@ tile(int64_t G, const uint8_t *b, const float *d, const float *mn, int z, const 
     }
 }
 
-void cattn_ukr_avx2_q4(int64_t G, const uint8_t *b, const float *d, const float *mn, int z,
-                       int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
-                       const float *sxs, int64_t lds, float *c, int64_t ldc)
+#define TILES(H)                                                                        \
+    switch (m) {                                                                        \
+    case 1: tile(G, b, d, mn, H, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc); break;       \
+    case 2: tile(G, b, d, mn, H, z, 2, qx, ldq, sx, xs, sxs, lds, c, ldc); break;       \
+    case 3: tile(G, b, d, mn, H, z, 3, qx, ldq, sx, xs, sxs, lds, c, ldc); break;       \
+    default: tile(G, b, d, mn, H, z, 4, qx, ldq, sx, xs, sxs, lds, c, ldc); break;      \
+    }
+
+void cattn_ukr_avx2_q4(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
+                       int z, int m, const int8_t *qx, int64_t ldq, const float *sx,
+                       const int32_t *xs, const float *sxs, int64_t lds, float *c, int64_t ldc)
 {
-    switch (m) {
-    case 1: tile(G, b, d, mn, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
-    case 2: tile(G, b, d, mn, z, 2, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
-    case 3: tile(G, b, d, mn, z, 3, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
-    default: tile(G, b, d, mn, z, 4, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    if (h16) {
+        TILES(1)
+    } else {
+        TILES(0)
     }
 }
 #endif

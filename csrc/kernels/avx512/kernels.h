@@ -30,11 +30,11 @@ void cattn_exp_avx512_f64(double *y, const double *x, int64_t n, int nonpos);
 extern const cattn_attn_kernels cattn_attn_avx512_f32;
 extern const cattn_attn_kernels cattn_attn_avx512_f64;
 
-void cattn_ukr_avx512_q4(int64_t G, const uint8_t *b, const float *d, const float *mn, int z,
-    int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+void cattn_ukr_avx512_q4(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
+    int z, int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
     const float *sxs, int64_t lds, float *c, int64_t ldc);
-void cattn_ukr_avx512vnni_q4(int64_t G, const uint8_t *b, const float *d, const float *mn, int z,
-    int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+void cattn_ukr_avx512vnni_q4(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
+    int z, int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
     const float *sxs, int64_t lds, float *c, int64_t ldc);
 
 #endif

@@ -18,6 +18,8 @@
 #error "kernels/avx512/q4gemm.c: the tile is 4 rows x 16 columns, groups of 32"
 #endif
 
+#define PF 4096          /* decode (one row): prefetch this many weight bytes ahead */
+
 #ifdef CATTN_SIMDE
 #define TARGET_VNNI
 #else
@@ -32,12 +34,19 @@ static inline __attribute__((always_inline)) int32_t word(const int8_t *a)
 }
 
 /* the float steps of group g for M rows: f[i] from the int32 sums s[i] */
-static inline __attribute__((always_inline)) void
-group_end(__m512 *f, const __m512i *s, const int M, int64_t g, const float *d, const float *mn,
-          int z, const float *sx, const int32_t *xs, const float *sxs, int64_t lds)
+/* 16 scales at a + i (float32, or float16 when H16: vcvtph2ps, exact) */
+static inline __attribute__((always_inline)) __m512 scales16(const void *a, int64_t i, const int H16)
 {
-    const __m512 dv = _mm512_loadu_ps(d);
-    const __m512 mv = mn ? _mm512_loadu_ps(mn) : _mm512_setzero_ps();
+    if (H16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)a + i)));
+    return _mm512_loadu_ps((const float *)a + i);
+}
+
+static inline __attribute__((always_inline)) void
+group_end(__m512 *f, const __m512i *s, const int M, int64_t g, const void *d, const void *mn,
+          const int H16, int z, const float *sx, const int32_t *xs, const float *sxs, int64_t lds)
+{
+    const __m512 dv = scales16(d, g * 16, H16);
+    const __m512 mv = mn ? scales16(mn, g * 16, H16) : _mm512_setzero_ps();
     for (int i = 0; i < M; i++) {
         const __m512i isum = _mm512_sub_epi32(s[i], _mm512_set1_epi32(z * xs[i * lds + g]));
         const __m512 ds = _mm512_mul_ps(dv, _mm512_set1_ps(sx[i * lds + g]));
@@ -47,7 +56,8 @@ group_end(__m512 *f, const __m512i *s, const int M, int64_t g, const float *d, c
 }
 
 static inline __attribute__((always_inline)) void
-tile_bw(int64_t G, const uint8_t *b, const float *d, const float *mn, int z, const int M,
+tile_bw(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, int z,
+        const int M,
         const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs, const float *sxs,
         int64_t lds, float *c, int64_t ldc)
 {
@@ -68,13 +78,14 @@ tile_bw(int64_t G, const uint8_t *b, const float *d, const float *mn, int z, con
             }
         }
         for (int i = 0; i < M; i++) s[i] = _mm512_madd_epi16(s[i], ones);
-        group_end(f, s, M, g, d + g * 16, mn ? mn + g * 16 : NULL, z, sx, xs, sxs, lds);
+        group_end(f, s, M, g, d, mn, H16, z, sx, xs, sxs, lds);
     }
     for (int i = 0; i < M; i++) _mm512_storeu_ps(c + i * ldc, f[i]);
 }
 
 TARGET_VNNI static inline __attribute__((always_inline)) void
-tile_vnni(int64_t G, const uint8_t *b, const float *d, const float *mn, int z, const int M,
+tile_vnni(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, int z,
+          const int M,
           const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs, const float *sxs,
           int64_t lds, float *c, int64_t ldc)
 {
@@ -84,6 +95,12 @@ tile_vnni(int64_t G, const uint8_t *b, const float *d, const float *mn, int z, c
     for (int64_t g = 0; g < G; g++, b += 256) {
         __m512i s[4];
         for (int i = 0; i < M; i++) s[i] = _mm512_setzero_si512();
+        if (M == 1) {
+            for (int t = 0; t < 4; t++) _mm_prefetch((const char *)b + PF + 64 * t, _MM_HINT_T0);
+            const int64_t sb = (H16 ? 2 : 4) * g * 16, spf = H16 ? PF / 8 : PF / 4;
+            _mm_prefetch((const char *)d + sb + spf, _MM_HINT_T0);
+            if (mn) _mm_prefetch((const char *)mn + sb + spf, _MM_HINT_T0);
+        }
         for (int t = 0; t < 4; t++) {
             const __m512i v = _mm512_loadu_si512((const void *)(b + 64 * t));
             const __m512i lo = _mm512_and_si512(v, low);
@@ -94,33 +111,39 @@ tile_vnni(int64_t G, const uint8_t *b, const float *d, const float *mn, int z, c
                 s[i] = _mm512_dpbusd_epi32(s[i], hi, _mm512_set1_epi32(word(a + 4)));
             }
         }
-        group_end(f, s, M, g, d + g * 16, mn ? mn + g * 16 : NULL, z, sx, xs, sxs, lds);
+        group_end(f, s, M, g, d, mn, H16, z, sx, xs, sxs, lds);
     }
     for (int i = 0; i < M; i++) _mm512_storeu_ps(c + i * ldc, f[i]);
 }
 
-void cattn_ukr_avx512_q4(int64_t G, const uint8_t *b, const float *d, const float *mn, int z,
-                         int m, const int8_t *qx, int64_t ldq, const float *sx,
+#define TILES(fn, H)                                                                    \
+    switch (m) {                                                                        \
+    case 1: fn(G, b, d, mn, H, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc); break;         \
+    case 2: fn(G, b, d, mn, H, z, 2, qx, ldq, sx, xs, sxs, lds, c, ldc); break;         \
+    case 3: fn(G, b, d, mn, H, z, 3, qx, ldq, sx, xs, sxs, lds, c, ldc); break;         \
+    default: fn(G, b, d, mn, H, z, 4, qx, ldq, sx, xs, sxs, lds, c, ldc); break;        \
+    }
+
+void cattn_ukr_avx512_q4(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
+                         int z, int m, const int8_t *qx, int64_t ldq, const float *sx,
                          const int32_t *xs, const float *sxs, int64_t lds, float *c, int64_t ldc)
 {
-    switch (m) {
-    case 1: tile_bw(G, b, d, mn, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
-    case 2: tile_bw(G, b, d, mn, z, 2, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
-    case 3: tile_bw(G, b, d, mn, z, 3, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
-    default: tile_bw(G, b, d, mn, z, 4, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    if (h16) {
+        TILES(tile_bw, 1)
+    } else {
+        TILES(tile_bw, 0)
     }
 }
 
 TARGET_VNNI void
-cattn_ukr_avx512vnni_q4(int64_t G, const uint8_t *b, const float *d, const float *mn, int z,
-                        int m, const int8_t *qx, int64_t ldq, const float *sx,
+cattn_ukr_avx512vnni_q4(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
+                        int z, int m, const int8_t *qx, int64_t ldq, const float *sx,
                         const int32_t *xs, const float *sxs, int64_t lds, float *c, int64_t ldc)
 {
-    switch (m) {
-    case 1: tile_vnni(G, b, d, mn, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
-    case 2: tile_vnni(G, b, d, mn, z, 2, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
-    case 3: tile_vnni(G, b, d, mn, z, 3, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
-    default: tile_vnni(G, b, d, mn, z, 4, qx, ldq, sx, xs, sxs, lds, c, ldc); break;
+    if (h16) {
+        TILES(tile_vnni, 1)
+    } else {
+        TILES(tile_vnni, 0)
     }
 }
 #endif

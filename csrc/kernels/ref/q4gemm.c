@@ -4,10 +4,26 @@
  * the float steps are the contract's (fmaf: one rounding, as the SIMD
  * paths' FMA), so every path gives the same bits. */
 #include <math.h>
+#include <string.h>
 #include "kernels.h"
 
-void cattn_ukr_ref_q4(int64_t G, const uint8_t *b, const float *d, const float *mn, int z,
-                      int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+/* float16 bits -> float32, exact for finite values: the bits shifted into
+ * float32's fields are the value times 2^-112 (normal or subnormal alike) */
+static inline float h2f(uint16_t h)
+{
+    const uint32_t u = (uint32_t)(h & 0x8000u) << 16 | (uint32_t)(h & 0x7FFFu) << 13;
+    float f;
+    memcpy(&f, &u, 4);
+    return f * 0x1p112f;
+}
+
+static inline float scale_at(const void *a, int h16, int64_t i)
+{
+    return h16 ? h2f(((const uint16_t *)a)[i]) : ((const float *)a)[i];
+}
+
+void cattn_ukr_ref_q4(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
+                      int z, int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
                       const float *sxs, int64_t lds, float *c, int64_t ldc)
 {
     float acc[CATTN_MR_Q4][CATTN_NR_Q4] = {{0}};
@@ -24,9 +40,9 @@ void cattn_ukr_ref_q4(int64_t G, const uint8_t *b, const float *d, const float *
                         const uint8_t v = bg[ch * 64 + 4 * j + u];
                         t += (int32_t)(v & 15) * a[8 * ch + u] + (int32_t)(v >> 4) * a[8 * ch + 4 + u];
                     }
-                const float ds = d[g * 16 + j] * s;
+                const float ds = scale_at(d, h16, g * 16 + j) * s;
                 acc[i][j] = fmaf((float)(t - zs), ds, acc[i][j]);
-                if (mn) acc[i][j] = fmaf(mn[g * 16 + j], sxs[i * lds + g], acc[i][j]);
+                if (mn) acc[i][j] = fmaf(scale_at(mn, h16, g * 16 + j), sxs[i * lds + g], acc[i][j]);
             }
         }
     }
