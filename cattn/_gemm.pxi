@@ -122,9 +122,10 @@ cdef extern from "cattn.h" nogil:
     int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
                           const void *mn, int h16, int z, int64_t M, int64_t N, int64_t K,
                           const float *bias, int act, int n_threads)
-    void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, float *sxs, uint8_t *bad,
-                                  const float *X, int64_t M, int64_t K)
-    int CATTN_W_F32, CATTN_W_BF16, CATTN_W_INT8, CATTN_W_PLAIN, CATTN_W_INT4
+    void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
+                                  uint8_t *bad, const float *X, int64_t M, int64_t K)
+    size_t cattn_q8g_packed_bytes(int64_t N, int64_t K)
+    int CATTN_W_F32, CATTN_W_BF16, CATTN_W_INT8, CATTN_W_PLAIN, CATTN_W_INT4, CATTN_W_INT8G
     ctypedef struct cattn_weight:
         int kind
         const void *P
@@ -135,6 +136,7 @@ cdef extern from "cattn.h" nogil:
         int64_t rsw, csw
         const void *mn
         int h16
+        const int8_t *sub
         int z
     int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,
                             int n_threads)
@@ -142,7 +144,7 @@ cdef extern from "cattn.h" nogil:
 # The weight kinds of cattn_linear_weight (csrc/cattn.h CATTN_W_*), by the
 # format names of cattn/ops/formats.py ("plain": a float32 array, unpacked).
 WEIGHT_KINDS = {"float32": CATTN_W_F32, "bfloat16": CATTN_W_BF16, "int8": CATTN_W_INT8,
-                "int4": CATTN_W_INT4, "plain": CATTN_W_PLAIN}
+                "int4": CATTN_W_INT4, "int8g": CATTN_W_INT8G, "plain": CATTN_W_PLAIN}
 
 
 cdef const void *_ptr(object a):
@@ -151,8 +153,8 @@ cdef const void *_ptr(object a):
 
 cdef int _weight(cattn_weight *w, tuple entry) except -1:
     """Fill *w from entry = (kind, data, scale, colsum, bias, N, K, rsw, csw)
-    (None for what the kind lacks; int4: colsum is the mins and rsw the zero
-    point); w points into entry's arrays."""
+    (None for what the kind lacks; int4, int8g: colsum is the mins, rsw the
+    zero point, csw the int8g sub-scales or None); w points into entry's arrays."""
     kind, data, sw, colsum, bias, N, K, rsw, csw = entry
     w.kind = kind
     w.P = _ptr(data)
@@ -160,12 +162,14 @@ cdef int _weight(cattn_weight *w, tuple entry) except -1:
     w.mn = NULL
     w.h16 = 0
     w.z = 0
-    if kind == CATTN_W_INT4:
+    w.sub = NULL
+    if kind == CATTN_W_INT4 or kind == CATTN_W_INT8G:
         w.mn = _ptr(colsum)
         w.h16 = (<cnp.ndarray>sw).dtype.itemsize == 2
         w.colsum = NULL
         w.z = rsw
-        rsw = 0
+        w.sub = <const int8_t *>_ptr(csw)
+        rsw = csw = 0
     else:
         w.colsum = <const int32_t *>_ptr(colsum)
     w.bias = <const float *>_ptr(bias)
@@ -262,13 +266,20 @@ def quantize_q8_blocks(cnp.ndarray x):
     qx = np.empty((M, 32 * G), np.int8)
     sx = np.empty((M, G), np.float32)
     xs = np.empty((M, G), np.int32)
+    xs16 = np.empty((M, 2 * G), np.int32)
     sxs = np.empty((M, G), np.float32)
     bad = np.empty(M, np.uint8)
     cattn_quantize_q8_blocks(<int8_t *>cnp.PyArray_DATA(qx), <float *>cnp.PyArray_DATA(sx),
-                             <int32_t *>cnp.PyArray_DATA(xs), <float *>cnp.PyArray_DATA(sxs),
+                             <int32_t *>cnp.PyArray_DATA(xs), <int32_t *>cnp.PyArray_DATA(xs16),
+                             <float *>cnp.PyArray_DATA(sxs),
                              <uint8_t *>cnp.PyArray_DATA(bad), <const float *>cnp.PyArray_DATA(x),
                              M, K)
-    return qx, sx, xs, sxs, bad
+    return qx, sx, xs, sxs, bad, xs16
+
+
+def q8g_packed_bytes(int64_t N, int64_t K):
+    """Bytes of an int8g weight's panels (cattn_q8g_packed_bytes)."""
+    return cattn_q8g_packed_bytes(N, K)
 
 
 def qpacked_size(int64_t N, int64_t K):

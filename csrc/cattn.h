@@ -161,17 +161,26 @@ int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M,
  * (cattn_quantize_q8_blocks) and the result is the micro-kernel's formula;
  * a row holding NaN or +-inf gives NaN in every output of that row. */
 size_t cattn_q4_packed_bytes(int64_t N, int64_t K);
+/* int8g: the same loops with 8-bit values u[j, k] in [0, 255]: w[j, k] =
+ * (d[j, g] s[j, h]) (u - z) + mn[j, g] (s: int8 per 16 k, h = k/16, or
+ * NULL: 1; mn NULL: 0); P: ceil(N/16) panels of G groups of 512 bytes
+ * (dispatch.h, cattn_ukr_q8g_t); sub: (ceil(N/16), G, 2, 16) int8. */
+size_t cattn_q8g_packed_bytes(int64_t N, int64_t K);
+int cattn_linear_int8g(float *C, const float *A, const uint8_t *P, const void *d,
+                       const void *mn, const int8_t *sub, int h16, int z, int64_t M, int64_t N,
+                       int64_t K, const float *bias, int act, int n_threads);
 int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
                       const void *mn, int h16, int z, int64_t M, int64_t N, int64_t K,
                       const float *bias, int act, int n_threads);
 /* The activations' quantization (a test hook; rows of K contiguous): per
  * row and group g of 32 (0 past K), amax = max |x|; sx = (float)(amax / 127)
  * (in double); qx = rint(x *f (127 /f amax)) in [-127, 127] (for amax <
- * 2^-100: in double); xs = sum qx; sxs = sx *f (float)xs; amax = 0: all 0.
+ * 2^-100: in double); xs = sum qx, xs16 the sums of its two halves
+ * (rows of 2 ceil(K/32)); sxs = sx *f (float)xs; amax = 0: all 0.
  * bad[i] = 1 when row i holds NaN or +-inf (then qx = xs = 0, sx = sxs = NaN).
  * qx: rows of 32 ceil(K/32); sx, xs, sxs: rows of ceil(K/32). */
-void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, float *sxs, uint8_t *bad,
-                              const float *X, int64_t M, int64_t K);
+void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
+                              uint8_t *bad, const float *X, int64_t M, int64_t K);
 
 /* ---- probe.c: a memory-read probe for the benchmarks ----
  * The xor of the 64-bit words of p[0:bytes) (bytes a multiple of 8), read
@@ -186,6 +195,7 @@ uint64_t cattn_read_probe(const void *p, size_t bytes, int nt);
  *   CATTN_W_INT8   int8 panels with sw and colsum (cattn_linear_int8)
  *   CATTN_W_PLAIN  a plain float32 (N, K) array, element (j, p) at P[j*rsw + p*csw]
  *   CATTN_W_INT4   int4 panels with sw = d, mn and z (cattn_linear_int4)
+ *   CATTN_W_INT8G  int8g panels with sw = d, mn, sub and z (cattn_linear_int8g)
  * cattn_linear_weight: y (M, N) rows of N = act(x (M, K) rows of K · W^T + bias)
  * by the kind's kernel, the same bits as that kernel called directly. */
 #define CATTN_W_F32 0
@@ -193,6 +203,7 @@ uint64_t cattn_read_probe(const void *p, size_t bytes, int nt);
 #define CATTN_W_INT8 2
 #define CATTN_W_PLAIN 3
 #define CATTN_W_INT4 4
+#define CATTN_W_INT8G 5
 typedef struct {
     int kind;
     const void *P;              /* the panels (stored type), or the plain array */
@@ -203,6 +214,7 @@ typedef struct {
     int64_t rsw, csw;           /* CATTN_W_PLAIN's strides (elements) */
     const void *mn;             /* int4: the groups' mins, or NULL (then z) */
     int h16;                    /* int4: sw and mn are float16 (else float32) */
+    const int8_t *sub;          /* int8g: sub-scales per 16, or NULL */
     int z;                      /* int4: the zero point without mins (0 or 8) */
 } cattn_weight;
 int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,

@@ -125,6 +125,21 @@ typedef void (*cattn_ukr_q4_t)(int64_t G, const uint8_t *b, const void *d, const
                                const int32_t *xs, const float *sxs, int64_t lds, float *c,
                                int64_t ldc);
 
+/* int8g micro-kernel (q4gemm.c, the "int8g" format: 8-bit values in groups
+ * of 32, e.g. GGUF's Q8_0, Q5_x, Q6_K): an m x 16 tile over G groups,
+ * m = 1..CATTN_MR_Q4, the int4 kernel's float steps with
+ *   t = isum - z * xs[i*lds + g]                        (s NULL)
+ *   t = s[.., 0] (isum_0 - z xs16_0) + s[.., 1] (isum_1 - z xs16_1)   (s: sub-scales)
+ * isum_h the exact int32 sum over k in [32g + 16h, +16) of u[j, k] qx[i, k],
+ * xs16[i*2*lds + 2g + h] the matching activation sums, s[(g*2 + h)*16 + j]
+ * int8; u in [0, 255]. b: the panel, G groups of 512 bytes: chunk t (t <
+ * 8) is 64 bytes, byte 4j + v holding u[j, 32g + 4t + v]. */
+typedef void (*cattn_ukr_q8g_t)(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                                const int8_t *s, int h16, int z, int m, const int8_t *qx,
+                                int64_t ldq, const float *sx, const int32_t *xs,
+                                const int32_t *xs16, const float *sxs, int64_t lds, float *c,
+                                int64_t ldc);
+
 /* int8 row quantization of one contiguous row x[0:K] (NULL: the driver's
  * portable loop), cattn.h's formula (cattn_quantize_rows) bit for bit:
  * *sa, *za, and the u8 values q[k] written as g = 1: bytes dst[k]
@@ -203,6 +218,7 @@ typedef struct {
     cattn_ukr_i8_t ukr_i8;
     cattn_quant_row_t quant_row_u8;
     cattn_ukr_q4_t ukr_q4;
+    cattn_ukr_q8g_t ukr_q8g;
     const char *int4_kernel;                /* which int4 micro-kernel ukr_q4 is */
     cattn_dotn_f32_t dotn_f32;
     cattn_dotn_f64_t dotn_f64;

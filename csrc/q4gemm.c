@@ -1,4 +1,5 @@
-/* q4gemm.c — int4 linear layers (cattn.pack_weight(w, dtype="int4")):
+/* q4gemm.c — group-wise linear layers: int4 and int8g
+ * (cattn.pack_weight(w, dtype="int4" | "int8g")). int4:
  *   C[M,N] = act(sum_g (d[j,g] sx[i,g] (isum - z xs) + mn[j,g] sx[i,g] xs) + bias[N])
  * The weight: groups of 32 k, q[j, k] in [0, 15] with a scale d and
  * (optionally) a min mn per group and output, float32 or float16 (h16), its values
@@ -9,6 +10,9 @@
  * sums are exact int32 and the float steps are fixed (dispatch.h,
  * cattn_ukr_q4_t), so threads, blocking and the other rows never change a
  * result's bits.
+ *
+ * int8g: the same with 8-bit values u in [0, 255] (value (d s) (u - z) +
+ * mn, s an optional int8 sub-scale per 16: GGUF's Q8_0, Q5_x, Q5_K, Q6_K).
  *
  * Loops: quantize the rows (in the region when there are many) -> tasks
  * of a few 16-column panels x all rows (dynamic), MR-row tiles by the
@@ -30,6 +34,11 @@ size_t cattn_q4_packed_bytes(int64_t N, int64_t K)
     return (size_t)cattn_round_up(N, NR) * (size_t)(cattn_round_up(K, QG) / 2);
 }
 
+size_t cattn_q8g_packed_bytes(int64_t N, int64_t K)
+{
+    return (size_t)cattn_round_up(N, NR) * (size_t)cattn_round_up(K, QG);
+}
+
 static inline float rint_smallf(float v)      /* to nearest even, |v| < 2^22 */
 {
     const float magic = 12582912.0f;
@@ -38,15 +47,17 @@ static inline float rint_smallf(float v)      /* to nearest even, |v| < 2^22 */
 
 /* one row x[0:K] into qx[0:Kp] (0 past K) with sx, xs, sxs per group;
  * returns 1 when the row holds NaN or +-inf (then all 0, sx NaN) */
-static int quantize_row(int8_t *qx, float *sx, int32_t *xs, float *sxs, const float *x,
-                        int64_t K)
+static int quantize_row(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
+                        const float *x, int64_t K)
 {
     const int64_t G = cattn_cdiv(K, QG);
     int nonfinite = 0;
     for (int64_t k = 0; k < K; k++) nonfinite |= !(x[k] - x[k] == 0.0f);
     if (nonfinite) {
         memset(qx, 0, (size_t)(G * QG));
-        for (int64_t g = 0; g < G; g++) { sx[g] = NAN; xs[g] = 0; sxs[g] = NAN; }
+        for (int64_t g = 0; g < G; g++) {
+            sx[g] = NAN; xs[g] = 0; sxs[g] = NAN; xs16[2 * g] = xs16[2 * g + 1] = 0;
+        }
         return 1;
     }
     for (int64_t g = 0; g < G; g++) {
@@ -58,6 +69,8 @@ static int quantize_row(int8_t *qx, float *sx, int32_t *xs, float *sxs, const fl
         int32_t s = 0;
         if (amax == 0.0f) {
             memset(q, 0, QG);
+            sx[g] = 0.0f; xs[g] = 0; sxs[g] = 0.0f; xs16[2 * g] = xs16[2 * g + 1] = 0;
+            continue;
         } else if (amax >= 0x1p-100f) {
             const float inv = 127.0f / amax;
             for (int k = 0; k < QG; k++) {
@@ -73,27 +86,32 @@ static int quantize_row(int8_t *qx, float *sx, int32_t *xs, float *sxs, const fl
                 q[k] = (int8_t)r;
             }
         }
+        int32_t s0 = 0;
+        for (int k = 0; k < QG / 2; k++) s0 += q[k];
         for (int k = 0; k < QG; k++) s += q[k];
         sx[g] = (float)((double)amax / 127.0);
         xs[g] = s;
+        xs16[2 * g] = s0;
+        xs16[2 * g + 1] = s - s0;
         sxs[g] = sx[g] * (float)s;
     }
     return 0;
 }
 
-void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, float *sxs, uint8_t *bad,
-                              const float *X, int64_t M, int64_t K)
+void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
+                              uint8_t *bad, const float *X, int64_t M, int64_t K)
 {
     const int64_t G = cattn_cdiv(K, QG);
     for (int64_t i = 0; i < M; i++)
-        bad[i] = (uint8_t)quantize_row(qx + i * G * QG, sx + i * G, xs + i * G, sxs + i * G,
-                                       X + i * K, K);
+        bad[i] = (uint8_t)quantize_row(qx + i * G * QG, sx + i * G, xs + i * G, xs16 + 2 * i * G,
+                                       sxs + i * G, X + i * K, K);
 }
 
 typedef struct {
     float *C;
-    const int8_t *qx; const float *sx; const int32_t *xs; const float *sxs; const uint8_t *bad;
-    const uint8_t *P; const void *d; const void *mn; int h16, z;
+    const int8_t *qx; const float *sx; const int32_t *xs; const int32_t *xs16; const float *sxs;
+    const uint8_t *bad;
+    const uint8_t *P; const void *d; const void *mn; const int8_t *sub; int h16, z, bits;
     const float *bias; int act;
     int64_t M, N, G;
 } q4_args;
@@ -105,14 +123,19 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
     float buf[MR * NR];
     for (int64_t p = p0; p < p1; p++) {
         const int64_t c0 = p * NR, nc = cattn_min64(NR, a->N - c0);
-        const uint8_t *b = a->P + p * G * 256;
+        const uint8_t *b = a->P + p * G * (a->bits == 4 ? 256 : 512);
         const size_t off = (size_t)(p * G * NR) * (a->h16 ? 2 : 4);
         const void *d = (const char *)a->d + off;
         const void *mn = a->mn ? (const char *)a->mn + off : NULL;
         for (int64_t r = 0; r < a->M; r += MR) {
             const int m = (int)cattn_min64(MR, a->M - r);
-            cattn_kt.ukr_q4(G, b, d, mn, a->h16, a->z, m, a->qx + r * Kp, Kp, a->sx + r * G,
-                            a->xs + r * G, a->sxs + r * G, G, buf, NR);
+            if (a->bits == 4)
+                cattn_kt.ukr_q4(G, b, d, mn, a->h16, a->z, m, a->qx + r * Kp, Kp, a->sx + r * G,
+                                a->xs + r * G, a->sxs + r * G, G, buf, NR);
+            else
+                cattn_kt.ukr_q8g(G, b, d, mn, a->sub ? a->sub + p * G * 2 * NR : NULL, a->h16,
+                                 a->z, m, a->qx + r * Kp, Kp, a->sx + r * G, a->xs + r * G,
+                                 a->xs16 + 2 * r * G, a->sxs + r * G, G, buf, NR);
             for (int i = 0; i < m; i++) {
                 float *t = buf + i * NR;
                 if (a->bad[r + i]) {
@@ -128,9 +151,9 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
     }
 }
 
-int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
-                      const void *mn, int h16, int z, int64_t M, int64_t N, int64_t K,
-                      const float *bias, int act, int n_threads)
+static int linear_groups(float *C, const float *A, const uint8_t *P, const void *d,
+                         const void *mn, const int8_t *sub, int h16, int z, int bits, int64_t M,
+                         int64_t N, int64_t K, const float *bias, int act, int n_threads)
 {
     cattn_init();
     if (M <= 0 || N <= 0) return CATTN_OK;
@@ -144,12 +167,12 @@ int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
     }
     const size_t qsz = cattn_round_up((size_t)(M * Kp), 64);
     const size_t gsz = cattn_round_up(sizeof(float) * (size_t)(M * G), 64);
-    uint8_t *mem = cattn_aligned_alloc(qsz + 3 * gsz + (size_t)M);
+    uint8_t *mem = cattn_aligned_alloc(qsz + 5 * gsz + (size_t)M);
     if (!mem) return CATTN_ENOMEM;
     int8_t *qx = (int8_t *)mem;
     float *sx = (float *)(mem + qsz), *sxs = (float *)(mem + qsz + gsz);
-    int32_t *xs = (int32_t *)(mem + qsz + 2 * gsz);
-    uint8_t *bad = mem + qsz + 3 * gsz;
+    int32_t *xs = (int32_t *)(mem + qsz + 2 * gsz), *xs16 = (int32_t *)(mem + qsz + 3 * gsz);
+    uint8_t *bad = mem + qsz + 5 * gsz;
     const double work = (double)M * (double)N * (double)K;
     const int nt = cattn_short_threads(
         cattn_threads_for(work, CATTN_GEMV_WORK_PER_THREAD, np, n_threads), work);
@@ -157,12 +180,13 @@ int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
     int64_t chunk = np / (4 * (int64_t)nt);
     chunk = chunk < 1 ? 1 : chunk > 8 ? 8 : chunk;
     const int64_t ntask = cattn_cdiv(np, chunk);
-    const q4_args g = {C, qx, sx, xs, sxs, bad, P, d, mn, h16, z, bias, act, M, N, G};
+    const q4_args g = {C, qx, sx, xs, xs16, sxs, bad, P, d, mn, sub, h16, z, bits, bias, act,
+                       M, N, G};
     const int quant_in_region = nt > 1 && M >= 8;
     if (!quant_in_region)
         for (int64_t i = 0; i < M; i++)
-            bad[i] = (uint8_t)quantize_row(qx + i * Kp, sx + i * G, xs + i * G, sxs + i * G,
-                                           A + i * K, K);
+            bad[i] = (uint8_t)quantize_row(qx + i * Kp, sx + i * G, xs + i * G,
+                                           xs16 + 2 * i * G, sxs + i * G, A + i * K, K);
     cattn_region_t reg;
     cattn_region_begin(&reg, nt);
     CATTN_OMP(omp parallel num_threads(nt) if (nt > 1))
@@ -172,7 +196,7 @@ int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
             CATTN_OMP(omp for schedule(dynamic, 1))
             for (int64_t i = 0; i < M; i++)
                 bad[i] = (uint8_t)quantize_row(qx + i * Kp, sx + i * G, xs + i * G,
-                                               sxs + i * G, A + i * K, K);
+                                               xs16 + 2 * i * G, sxs + i * G, A + i * K, K);
         }
         CATTN_OMP(omp for schedule(dynamic, 1))
         for (int64_t t = 0; t < ntask; t++)
@@ -181,4 +205,18 @@ int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
     cattn_region_end(&reg);
     cattn_aligned_free(mem);
     return CATTN_OK;
+}
+
+int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
+                      const void *mn, int h16, int z, int64_t M, int64_t N, int64_t K,
+                      const float *bias, int act, int n_threads)
+{
+    return linear_groups(C, A, P, d, mn, NULL, h16, z, 4, M, N, K, bias, act, n_threads);
+}
+
+int cattn_linear_int8g(float *C, const float *A, const uint8_t *P, const void *d,
+                       const void *mn, const int8_t *sub, int h16, int z, int64_t M, int64_t N,
+                       int64_t K, const float *bias, int act, int n_threads)
+{
+    return linear_groups(C, A, P, d, mn, sub, h16, z, 8, M, N, K, bias, act, n_threads);
 }

@@ -84,6 +84,25 @@ def test_4bit_blocks_held_exactly_as_int4(tmp_path, tname):
     assert w.nbytes <= 32 * 256 + 2 * 32 * 16 * 4      # panels of 16 rows, scale (+ min)
 
 
+@pytest.mark.parametrize("tname", ["Q8_0", "Q5_0", "Q5_1", "Q5_K", "Q6_K"])
+def test_8bit_blocks_held_exactly_as_int8g(tmp_path, tname):
+    """Random blocks with finite scales: weight() is an int8g PackedWeight
+    whose values are gguf-py's dequantization bit for bit."""
+    rng = np.random.default_rng(8)
+    shape = (20, 512)
+    raw = random_blocks(tname, shape, rng)
+    bsize = {"Q8_0": 34, "Q5_0": 22, "Q5_1": 24, "Q5_K": 176, "Q6_K": 210}[tname]
+    at, n = {"Q8_0": (0, 1), "Q5_0": (0, 1), "Q5_1": (0, 2), "Q5_K": (0, 2), "Q6_K": (208, 1)}[tname]
+    blocks = raw.reshape(-1, bsize)
+    scales = (rng.standard_normal((len(blocks), n)) * 0.05).astype(np.float16)
+    blocks[:, at:at + 2 * n] = scales.view(np.uint8).reshape(len(blocks), 2 * n)
+    f = GGUFFile(write(tmp_path / "q.gguf", [("w", tname, shape, raw)]))
+    w = f.weight("w")
+    assert w.format == "int8g"
+    want = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[tname]).astype(np.float32)
+    np.testing.assert_array_equal(w.unpack().view(np.uint32), want.view(np.uint32))
+
+
 def test_4bit_with_infinite_scale_is_float32(tmp_path):
     raw = random_blocks("Q4_0", (2, 64), np.random.default_rng(0))
     raw.reshape(-1, 18)[1, :2] = np.array([np.inf], np.float16).view(np.uint8)
@@ -106,11 +125,11 @@ def test_quantized_values_round_trip(tmp_path, tname):
     assert np.all(np.abs(got - x).reshape(-1, 32) <= step[:, None] * 1.01 + 1e-6)
     w = f.weight("w")                                 # holds the values exactly
     assert w.shape == x.shape
-    assert w.format == ("int4" if tname in ("Q4_0", "Q4_1", "Q4_K") else "float32")
+    assert w.format == ("int4" if tname in ("Q4_0", "Q4_1", "Q4_K") else "int8g")
     np.testing.assert_array_equal(w.unpack(), got)
     a = np.random.default_rng(3).standard_normal((2, 64)).astype(np.float32)
     ref = a.astype(np.float64) @ got.T.astype(np.float64)
-    if w.format == "int4":        # x quantized per 32: off by half a step sx = amax / 127
+    if w.format != "float32":     # x quantized per 32: off by half a step sx = amax / 127
         sx = np.abs(a).reshape(2, -1, 32).max(2) / 127
         bound = (0.5 * np.repeat(sx, 32, axis=1)) @ np.abs(got.T.astype(np.float64)) * 1.001
         assert np.all(np.abs(cattn.linear(a, w) - ref) <= bound + 1e-5)

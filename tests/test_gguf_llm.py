@@ -171,11 +171,12 @@ def hf_state(lm):
     ("llama", "Q4_0", None, (64, 128)), ("qwen2", "Q4_1", None, (64, 128)),
     ("llama", "Q4_0", {"v_proj": "Q4_1", "up_proj": "Q4_1"}, (64, 128)),
     ("qwen2", "Q4_K", {"o_proj": "Q4_0"}, (256, 256)),
-    ("qwen2", "Q4_0", {"k_proj": "Q8_0", "down_proj": "BF16"}, (64, 128))])
+    ("qwen2", "Q4_0", {"k_proj": "Q8_0", "down_proj": "BF16"}, (64, 128)),
+    ("llama", "Q8_0", {"q_proj": "Q4_0", "v_proj": "Q5_1", "gate_proj": "Q5_0"}, (64, 128))])
 def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types, sizes):
     """weights=None: every 4-bit weight in int4 (a fused q|k|v or gate|up of
-    4-bit pieces too, Q4_0 among Q4_1 rows taking mins), BF16 in bfloat16,
-    the others float32; the values are the file's, bit for bit (state_dict
+    4-bit pieces too, Q4_0 among Q4_1 rows taking mins), 8-bit ones (and a
+    fused weight mixing them with 4-bit pieces) in int8g, BF16 in bfloat16; the values are the file's, bit for bit (state_dict
     unpacks them); a tied 4-bit embedding's output projection is int4 while
     the lookup keeps float32. The logits are within the 8-bit activations'
     error of transformers holding the same values."""
@@ -192,16 +193,19 @@ def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types
                                      for k in ("self_attn.qkv_proj", "self_attn.o_proj",
                                                "mlp.gate_up_proj", "mlp.down_proj"))}
     mixed = types or {}
-    want_qkv = "float32" if "k_proj" in mixed and mixed["k_proj"] == "Q8_0" else "int4"
+    want_qkv = "int8g" if mixed.get("k_proj") == "Q8_0" else "int4"
+    base = "int8g" if qtype == "Q8_0" else "int4"
+    if qtype == "Q8_0":
+        want_qkv = "int8g"
     assert fmts["self_attn.qkv_proj"] == want_qkv
-    assert fmts["mlp.down_proj"] == ("bfloat16" if mixed.get("down_proj") == "BF16" else "int4")
-    assert fmts["mlp.gate_up_proj"] == "int4" and fmts["self_attn.o_proj"] == "int4"
+    assert fmts["mlp.down_proj"] == ("bfloat16" if mixed.get("down_proj") == "BF16" else base)
+    assert fmts["mlp.gate_up_proj"] == base and fmts["self_attn.o_proj"] == base
     if arch == "qwen2":                                    # tied
         assert lm.output_format == "int4" and lm.lm_head_weight.format == "int4"
         np.testing.assert_array_equal(lm.lm_head_weight.unpack(), held["model.embed_tokens.weight"])
         np.testing.assert_array_equal(lm.embed.weight, held["model.embed_tokens.weight"])
     else:
-        assert lm.lm_head.weight.format == "int4"
+        assert lm.lm_head.weight.format == base
     ref.load_state_dict({k: torch.from_numpy(v) for k, v in held.items()}, strict=False)
     ids = np.array([[1, 5, 9, 17, 33, 65, 3, 7]])
     with torch.no_grad():

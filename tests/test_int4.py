@@ -353,3 +353,107 @@ def test_from_arrays_errors(rng):
     PackedWeight.from_arrays(no_min)                       # the Q4_0 form loads
     with pytest.raises(ValueError, match="'zero' 0"):
         PackedWeight.from_arrays({**d, "zero": np.array(8)})
+
+
+# ---------------------------------------------------------------- int8g
+
+def linear_formula8(x, u, d, mn, sub, z, bias=None):
+    """The int8g result (csrc/dispatch.h, cattn_ukr_q8g_t) from (u, d, mn, sub, z)."""
+    M, K = x.shape
+    N = u.shape[0]
+    G = -(-K // 32)
+    qx, sx, xs, sxs, bad, xs16 = _ext.quantize_q8_blocks(np.ascontiguousarray(x))
+    up = np.zeros((N, 32 * G), np.int64)
+    up[:, :K] = u
+    acc = np.zeros((M, N), F32)
+    for g in range(G):
+        if sub is None:
+            isum = qx[:, 32 * g:32 * g + 32].astype(np.int64) @ up[:, 32 * g:32 * g + 32].T
+            t = isum - z * xs[:, g:g + 1].astype(np.int64)
+        else:
+            t = 0
+            for h in range(2):
+                k0 = 32 * g + 16 * h
+                part = qx[:, k0:k0 + 16].astype(np.int64) @ up[:, k0:k0 + 16].T
+                t = t + sub[None, :, 2 * g + h].astype(np.int64) * (
+                    part - z * xs16[:, 2 * g + h:2 * g + h + 1].astype(np.int64))
+        assert np.abs(t).max(initial=0) < 2 ** 31
+        ds = d[None, :, g].astype(F32) * sx[:, g:g + 1]
+        acc = fma32(t.astype(F32), ds, acc)
+        if mn is not None:
+            acc = fma32(np.broadcast_to(mn[None, :, g].astype(F32), (M, N)),
+                        np.broadcast_to(sxs[:, g:g + 1], (M, N)), acc)
+    if bias is not None:
+        acc = acc + bias
+    acc[bad.astype(bool)] = np.nan
+    return acc
+
+
+def test_activation_half_sums(rng):
+    x = randn(rng, (5, 70))
+    qx, _, xs, _, _, xs16 = _ext.quantize_q8_blocks(x)
+    q = qx.astype(np.int64).reshape(5, -1, 2, 16).sum(3)
+    np.testing.assert_array_equal(xs16, q.reshape(5, -1))
+    np.testing.assert_array_equal(xs, q.sum(2))
+
+
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_int8g_linear_equals_documented_formula(rng, M, N, K):
+    x, w, b = randn(rng, (M, K)), randn(rng, (N, K)), randn(rng, (N,))
+    p = cattn.pack_weight(w, "int8g")
+    u, d = formats.quantize_int8g(w)
+    assert d.dtype == np.float16
+    np.testing.assert_array_equal(p.unpack(), np.repeat(d.astype(F32), 32, axis=1)[:, :K]
+                                  * (u.astype(F32) - F32(128)))
+    np.testing.assert_array_equal(cattn.linear(x, p, b), linear_formula8(x, u, d, None, None, 128, b))
+    step = np.repeat(d.astype(F64), 32, axis=1)[:, :K]
+    assert np.all(np.abs(p.unpack() - w) <= 0.5 * step * 1.0001 + 1e-7)
+
+
+@pytest.mark.parametrize("case", ["sub", "min", "zero", "sub-f32"])
+@pytest.mark.parametrize("M,N,K", [(1, 17, 64), (5, 40, 96), (9, 33, 257)])
+def test_int8g_forms(rng, M, N, K, case):
+    """The GGUF forms through int8g_arrays: Q6_K-like sub-scales with z = 32,
+    Q5_1-like mins, Q8_0-like z = 128; unpack and the formula."""
+    G = -(-K // 32)
+    u = rng.integers(0, 64 if case.startswith("sub") else 256, (N, K)).astype(np.uint8)
+    d = (rng.random((N, G)) * 0.01).astype(F32 if case == "sub-f32" else np.float16)
+    mn = (randn(rng, (N, G)) * 0.1).astype(d.dtype) if case == "min" else None
+    sub = rng.integers(-128, 128, (N, 2 * G)).astype(np.int8) if case.startswith("sub") else None
+    z = {"sub": 32, "sub-f32": 32, "min": 0, "zero": 128}[case]
+    p = PackedWeight.from_arrays(formats.int8g_arrays(u, d, mn, sub, z))
+    want = np.repeat(d.astype(F32), 32, axis=1)[:, :K]
+    if sub is not None:
+        want = want * np.repeat(sub.astype(F32), 16, axis=1)[:, :K]
+    want = want * (u.astype(F32) - F32(z))
+    if mn is not None:
+        want = want + np.repeat(mn.astype(F32), 32, axis=1)[:, :K]
+    np.testing.assert_array_equal(p.unpack(), want)
+    x = randn(rng, (M, K))
+    np.testing.assert_array_equal(cattn.linear(x, p), linear_formula8(x, u, d, mn, sub, z))
+    back = PackedWeight.from_arrays(p.to_arrays())
+    np.testing.assert_array_equal(cattn.linear(x, back), cattn.linear(x, p))
+    np.testing.assert_array_equal(threads_bitwise(cattn.linear, x, p), cattn.linear(x, p))
+
+
+def test_int8g_nonfinite_empty_and_errors(rng):
+    x, w = randn(rng, (6, 64)), randn(rng, (20, 64))
+    p = cattn.pack_weight(w, "int8g")
+    clean = cattn.linear(x, p)
+    x[3, 1] = np.inf
+    got = cattn.linear(x, p)
+    assert np.isnan(got[3]).all()
+    np.testing.assert_array_equal(np.delete(got, 3, 0), np.delete(clean, 3, 0))
+    for M, N, K in ((0, 5, 40), (3, 0, 40), (3, 5, 0)):
+        q = cattn.pack_weight(randn(rng, (N, K)), "int8g")
+        assert cattn.linear(randn(rng, (M, K)), q).shape == (M, N)
+    bad = w.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN or inf"):
+        cattn.pack_weight(bad, "int8g")
+    d = p.to_arrays()
+    for name, case in (("zero", {**d, "zero": np.array(300)}),
+                       ("sub", {**d, "sub": np.zeros((20, 3), np.int8)}),
+                       ("scale", {**d, "scale": d["scale"][:1]})):
+        with pytest.raises(ValueError, match=name):
+            PackedWeight.from_arrays(case)

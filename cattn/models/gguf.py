@@ -28,7 +28,7 @@ import struct
 
 import numpy as np
 
-from ..ops.formats import int4_arrays
+from ..ops.formats import int4_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
 
 __all__ = ["GGUFFile", "GGUF_TYPES"]
@@ -235,12 +235,65 @@ class GGUFFile:
             return None
         return q, d, mn, 8 if tname == "Q4_0" else 0
 
+    def int8g_parts(self, name):
+        """(u uint8 (N, K), d (N, K/32), mn or None, sub or None, z) with
+        values (d sub) (u - z) + mn equal to dequantize(name), for a 2-D
+        Q8_0 (u = q + 128, z = 128), Q5_0 (z = 16), Q5_1, Q5_K (float32 d =
+        D sc, mn = -(Dmin m)) or Q6_K (d = D per 32, sub = its int8 scales
+        per 16, z = 32) tensor; None for another type or a scale that is not
+        finite."""
+        self.raw(name)
+        tname, shape = self.tensors[name]
+        sizes = {"Q8_0": 34, "Q5_0": 22, "Q5_1": 24, "Q5_K": 176, "Q6_K": 210}
+        if tname not in sizes or len(shape) != 2:
+            return None
+        N, K = shape
+        G = K // 32
+        b = self.raw(name).reshape(-1, sizes[tname])
+        mn = sub = None
+        with np.errstate(all="ignore"):
+            if tname == "Q8_0":
+                d = np.ascontiguousarray(b[:, :2]).view("<f2").astype(np.float16).reshape(N, G)
+                u, z = (b[:, 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8), 128
+            elif tname in ("Q5_0", "Q5_1"):
+                off = 2 if tname == "Q5_0" else 4
+                h = np.ascontiguousarray(b[:, :off]).view("<f2").astype(np.float16)
+                d = h[:, 0].reshape(N, G)
+                u = _nibbles(b[:, off + 4:]) | _high_bits(b[:, off:off + 4])
+                z = 16 if tname == "Q5_0" else 0
+                mn = None if tname == "Q5_0" else h[:, 1].reshape(N, G)
+            elif tname == "Q5_K":
+                D, Dmin = _f16(b, 0), _f16(b, 2)
+                sc, m = _scale_min_k4(b[:, 4:16])
+                qh = b[:, 16:48]
+                bits = (qh[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1
+                u, z = _k4_values(b[:, 48:]) | (bits << 4), 0
+                d, mn = (D * sc).reshape(N, G), (-(Dmin * m)).reshape(N, G)
+            else:                                          # Q6_K
+                ql, qh = b[:, :128], b[:, 128:192]
+                q = np.empty((len(b), 2, 4, 32), np.uint8)
+                for hh in range(2):
+                    lo, hi = ql[:, 64 * hh:64 * hh + 64], qh[:, 32 * hh:32 * hh + 32]
+                    q[:, hh] = np.stack([(lo[:, :32] & 0x0F) | ((hi >> 0) & 3) << 4,
+                                         (lo[:, 32:] & 0x0F) | ((hi >> 2) & 3) << 4,
+                                         (lo[:, :32] >> 4) | ((hi >> 4) & 3) << 4,
+                                         (lo[:, 32:] >> 4) | ((hi >> 6) & 3) << 4], axis=1)
+                u, z = q, 32
+                sub = b[:, 192:208].view(np.int8).reshape(N, 2 * G)
+                dd = np.ascontiguousarray(b[:, 208:210]).view("<f2").astype(np.float16)
+                d = np.repeat(dd, 8, axis=1).reshape(N, G)
+        u = np.ascontiguousarray(u.reshape(N, K))
+        if not (np.isfinite(d).all() and (mn is None or np.isfinite(mn).all())):
+            return None
+        return u, d, mn, sub, z
+
     def weight(self, name):
         """Tensor `name` (2-D: rows = outputs) as the cattn.PackedWeight that
         holds its values exactly, in the narrowest cattn format that does:
         Q4_0, Q4_1, Q4_K -> "int4" (the blocks' scales and 4-bit values as
-        they are); BF16 -> "bfloat16"; F32, F16 and the other types ->
-        "float32" (4 bytes a weight). weight(name).unpack() equals
+        they are); Q8_0, Q5_0, Q5_1, Q5_K, Q6_K -> "int8g" (8-bit values with
+        the blocks' scales); BF16 -> "bfloat16"; F32, F16 -> "float32" (a
+        quantized tensor whose scales are not finite too). weight(name).unpack() equals
         dequantize(name)."""
         self.raw(name)                                 # KeyError naming an unknown tensor
         tname, shape = self.tensors[name]
@@ -250,6 +303,9 @@ class GGUFFile:
         parts = self.int4_parts(name)
         if parts is not None:
             return PackedWeight.from_arrays(int4_arrays(*parts))
+        parts = self.int8g_parts(name)
+        if parts is not None:
+            return PackedWeight.from_arrays(int8g_arrays(*parts))
         return pack_weight(self.dequantize(name), "bfloat16" if tname == "BF16" else "float32")
 
     def close(self):

@@ -15,7 +15,7 @@ Legend: E hidden size, H query heads, Hk key/value heads, D head dim.
 """
 import numpy as np
 
-from ..ops.formats import int4_arrays
+from ..ops.formats import int4_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
 
 __all__ = ["gguf_config", "GGUFCheckpoint", "GGUF_ARCHITECTURES"]
@@ -122,44 +122,65 @@ class GGUFCheckpoint:
         """The PackedWeight holding the rows of the tensors `names` (Hugging
         Face names, stacked in order: one linear weight, or a fused one like
         q|k|v) exactly in the narrowest format that holds them all: "int4"
-        when every piece is Q4_0, Q4_1 or Q4_K (a Q4_0 piece among pieces
-        with mins takes mn = -8 d: exact; float16 scales when every piece
-        has them, else float32, exact widening), "bfloat16"
-        when every piece is BF16; None otherwise (the float32 values the
-        loader read hold them)."""
+        when every piece is Q4_0, Q4_1 or Q4_K; "int8g" when every piece is
+        one of those or Q8_0, Q5_0, Q5_1, Q5_K, Q6_K (pieces with different
+        zero points take mins -z d, exact; a Q6_K piece's sub-scales then
+        need a common zero point); "bfloat16" when every piece is
+        BF16; None otherwise (the float32 values the loader read hold them).
+        Scales are float16 when every piece has them, else float32 (an exact
+        widening)."""
         gnames = [self._names[n] for n in names]
         types = {self.file.tensors[g][0] for g in gnames}
         if types == {"BF16"}:
-            rows = []
-            for n in names:
-                w = self.file.dequantize(self._names[n])
-                rows.append(self._unpermute(n, w))
+            rows = [self._unpermute(n, self.file.dequantize(self._names[n])) for n in names]
             return pack_weight(np.concatenate(rows), "bfloat16")
-        parts = [self.file.int4_parts(g) for g in gnames]
-        if any(p is None for p in parts):
+        four = [self.file.int4_parts(g) for g in gnames]
+        if all(p is not None for p in four):
+            parts = [(q, d, mn, None, z) for q, d, mn, z in four]
+            return self._stack(names, parts, int4_arrays, four=True)
+        parts = []
+        for g, p4 in zip(gnames, four):
+            p = self.file.int8g_parts(g) if p4 is None else (p4[0], p4[1], p4[2], None, p4[3])
+            if p is None:
+                return None
+            parts.append(p)
+        return self._stack(names, parts, int8g_arrays, four=False)
+
+    def _stack(self, names, parts, arrays, four):
+        """Pieces (u, d, mn, sub, z) in one format: a common zero point, or
+        mins -z d (float32; not with sub-scales), then rows stacked."""
+        f16 = all(d.dtype == np.float16 and (mn is None or mn.dtype == np.float16)
+                  for _, d, mn, _, _ in parts)
+        zs = {z for _, _, mn, _, z in parts if mn is None}
+        has_min = any(mn is not None for _, _, mn, _, _ in parts)
+        has_sub = any(sub is not None for _, _, _, sub, _ in parts)
+        mins = len(zs) > 1 or (has_min and zs - {0})
+        if mins and has_sub:
             return None
-        zs = {z for _, _, mn, z in parts if mn is None}
-        mins = len(zs) > 1 or any(mn is not None for _, _, mn, _ in parts)
-        dtype = np.float16 if all(p[1].dtype == np.float16 for p in parts) else np.float32
-        if mins and dtype == np.float16:                # -z d must stay a float16
+        if mins and f16:          # -z d: exact in float16 for z a power of 2, unless it overflows
             with np.errstate(over="ignore"):
-                if not all(np.isfinite((np.float16(-z) * pd)).all()
-                           for _, pd, pmn, z in parts if pmn is None):
-                    dtype = np.float32
-        q, d, m = [], [], []
-        for n, (pq, pd, pmn, z) in zip(names, parts):
-            pd = pd.astype(dtype)
-            if mins and pmn is None:
-                pmn = (dtype(-z) * pd).astype(dtype)
-            elif pmn is not None:
-                pmn = pmn.astype(dtype)
-            q.append(self._unpermute(n, pq))
-            d.append(self._unpermute(n, pd))
-            if mins:
-                m.append(self._unpermute(n, pmn))
-        z = 0 if mins else zs.pop()
-        return PackedWeight.from_arrays(int4_arrays(np.concatenate(q), np.concatenate(d),
-                                                    np.concatenate(m) if mins else None, z))
+                f16 = all((z & (z - 1)) == 0 and np.isfinite(np.float16(-z) * d).all()
+                          for _, d, mn, _, z in parts if mn is None)
+        dtype = np.float16 if f16 else np.float32
+        cols = {k: [] for k in "udms"}
+        for n, (u, d, mn, sub, z) in zip(names, parts):
+            d = d.astype(dtype)
+            if mins or has_min:
+                mn = (dtype(-z) * d).astype(dtype) if mn is None else mn.astype(dtype)
+                cols["m"].append(self._unpermute(n, mn))
+            if has_sub:
+                sub = np.ones(u.shape[0:1] + (2 * d.shape[1],), np.int8) if sub is None else sub
+                cols["s"].append(self._unpermute(n, sub))
+            cols["u"].append(self._unpermute(n, u))
+            cols["d"].append(self._unpermute(n, d))
+        z = 0 if (mins or has_min) else zs.pop()
+        mn = np.concatenate(cols["m"]) if cols["m"] else None
+        if four:
+            return PackedWeight.from_arrays(arrays(np.concatenate(cols["u"]),
+                                                   np.concatenate(cols["d"]), mn, z))
+        sub = np.concatenate(cols["s"]) if cols["s"] else None
+        return PackedWeight.from_arrays(arrays(np.concatenate(cols["u"]), np.concatenate(cols["d"]),
+                                               mn, sub, z))
 
     def _unpermute(self, name, a):
         """a's rows put back in Hugging Face's order (a llama file's q, k)."""

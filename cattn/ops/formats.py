@@ -425,7 +425,7 @@ class _Int4(WeightFormat):
 
     def entry(self, data, extra, shape, bias):
         return (self.kind, data, extra["scale"], extra["min"], bias, shape[0], shape[1],
-                extra["zero"], 0)
+                extra["zero"], None)
 
 
 def int4_arrays(q, d, mn=None, z=0):
@@ -444,6 +444,142 @@ def int4_arrays(q, d, mn=None, z=0):
     return out
 
 
+def quantize_int8g(w):
+    """(u uint8 (N, K), d (N, G)) of a finite weight w: per group of 32,
+    symmetric as GGUF's Q8_0: d = max |w| / 127 rounded up to a float16
+    (float32 to nearest past float16's range), u = rint(w / d) + 128 in
+    [1, 255] (d = 0: u = 128); values d (u - 128)."""
+    w64 = np.asarray(w, np.float32).astype(np.float64)
+    N, K = w64.shape
+    G = -(-K // _Q4_G)
+    full = np.zeros((N, G * _Q4_G))
+    full[:, :K] = w64
+    blk = full.reshape(N, G, _Q4_G)
+    amax = np.abs(blk).max(axis=2) if K else np.zeros((N, 0))
+    d = _f16_toward(amax / 127.0, down=False)
+    if not np.isfinite(d).all():
+        d = (amax / 127.0).astype(np.float32)
+    d64 = d.astype(np.float64)[:, :, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(d64 > 0, np.rint(blk / np.where(d64 > 0, d64, 1.0)), 0.0)
+    u = (np.clip(q, -127, 127) + 128).astype(np.uint8).reshape(N, G * _Q4_G)[:, :K]
+    return np.ascontiguousarray(u), d
+
+
+def int8g_panels(u):
+    """u (N, K) uint8 -> the packed panels (csrc/dispatch.h, cattn_ukr_q8g_t):
+    [p][g][t][j][v] = u[16p + j, 32g + 4t + v]; 0 past N and K."""
+    N, K = u.shape
+    P, G = -(-N // _Q4_NR), -(-K // _Q4_G)
+    full = np.zeros((P * _Q4_NR, G * _Q4_G), np.uint8)
+    full[:N, :K] = u
+    return full.reshape(P, _Q4_NR, G, 8, 4).transpose(0, 2, 3, 1, 4).reshape(-1).copy()
+
+
+def int8g_unpanel(data, N, K):
+    P, G = -(-N // _Q4_NR), -(-K // _Q4_G)
+    return data.reshape(P, G, 8, _Q4_NR, 4).transpose(0, 3, 1, 2, 4).reshape(
+        P * _Q4_NR, G * _Q4_G)[:N, :K]
+
+
+def _sub_panels(s, N):
+    """(N, 2G) int8 sub-scales -> (P, G, 2, 16) panels (0 past N), read-only."""
+    P, G2 = -(-N // _Q4_NR), s.shape[1]
+    full = np.zeros((P * _Q4_NR, G2), np.int8)
+    full[:N] = s
+    out = np.ascontiguousarray(full.reshape(P, _Q4_NR, G2 // 2, 2).transpose(0, 2, 3, 1)).reshape(-1)
+    out.flags.writeable = False
+    return out
+
+
+def _sub_unpanel(a, N, G):
+    P = -(-N // _Q4_NR)
+    return a.reshape(P, G, 2, _Q4_NR).transpose(0, 3, 1, 2).reshape(P * _Q4_NR, 2 * G)[:N]
+
+
+class _Int8G(_Int4):
+    """int8g: _Int4's scales and mins, 8-bit values, optional int8 sub-scales per 16."""
+
+    def layout(self, N, K):
+        return _ext.q8g_packed_bytes(N, K), 0
+
+    def pack(self, w, data, op):
+        with np.errstate(over="ignore"):
+            W = np.asarray(w, np.float32)
+        if not np.all(np.isfinite(W)):
+            raise ValueError(f"{op}: w holds NaN or inf (or values past float32's range); "
+                             "int8g needs a finite weight")
+        u, d = quantize_int8g(W)
+        data[...] = int8g_panels(u)
+        return self._extra8(d, None, None, 128, W.shape[0])
+
+    def _extra8(self, d, mn, sub, z, N):
+        e = self._extra(d, mn, z, N)
+        e["sub"] = None if sub is None else _sub_panels(sub, N)
+        return e
+
+    def unpack(self, data, shape, kc, extra):
+        N, K = shape
+        G = -(-K // _Q4_G)
+        u = int8g_unpanel(data, N, K).astype(np.float32) - np.float32(extra["zero"])
+        d = _group_unpanel(extra["scale"], N, G)[:, np.arange(K) // _Q4_G].astype(np.float32)
+        if extra["sub"] is not None:
+            d = d * _sub_unpanel(extra["sub"], N, G)[:, np.arange(K) // 16].astype(np.float32)
+        out = d * u
+        if extra["min"] is not None:
+            out = out + _group_unpanel(extra["min"], N, G)[:, np.arange(K) // _Q4_G].astype(np.float32)
+        return out
+
+    def saved_extra(self, extra, shape):
+        out = super().saved_extra(extra, shape)
+        if extra["sub"] is not None:
+            out["sub"] = _sub_unpanel(extra["sub"], shape[0], -(-shape[1] // _Q4_G)).copy()
+        return out
+
+    def loaded_extra(self, d, data, shape, op):
+        N, K = shape
+        G = -(-K // _Q4_G)
+        try:
+            z, sub = d["zero"], d.get("sub") if hasattr(d, "get") else None
+        except (KeyError, TypeError, IndexError):
+            z, sub = None, None
+        z = None if z is None else np.asarray(z)
+        if z is None or z.shape != () or z.dtype.kind not in "iu" or not 0 <= int(z) <= 255:
+            raise ValueError(f"{op}: an int8g weight needs 'zero': 0 to 255, got {show(z)}")
+        fake = dict(d)
+        fake["zero"] = np.array(0 if "min" in fake and fake["min"] is not None else 8)
+        e = _Int4.loaded_extra(self, fake, data, shape, op)
+        e["zero"] = int(z)
+        if sub is not None:
+            sub = np.asarray(sub)
+            if sub.dtype != np.int8 or sub.shape != (N, 2 * G):
+                raise ValueError(f"{op}: an int8g weight's 'sub' must be int8 of shape "
+                                 f"({N}, {2 * G}) (per output and 16 inputs), got {show(sub)}")
+        e["sub"] = None if sub is None else _sub_panels(sub, N)
+        return e
+
+    def entry(self, data, extra, shape, bias):
+        return (self.kind, data, extra["scale"], extra["min"], bias, shape[0], shape[1],
+                extra["zero"], extra["sub"])
+
+
+def int8g_arrays(u, d, mn=None, sub=None, z=0):
+    """The to_arrays() dict of the int8g weight with values (d s) (u - z) +
+    mn: u uint8 (N, K); d, mn (N, ceil(K/32)) float16 or float32; sub None
+    or int8 (N, 2 ceil(K/32)) per 16 inputs; z in [0, 255] (GGUF's Q8_0,
+    Q5_0, Q5_1, Q5_K, Q6_K blocks, held exactly)."""
+    u = np.asarray(u, np.uint8)
+    N, K = u.shape
+    out = {"format": np.array("int8g"), "shape": np.array((N, K), np.int64),
+           "kc": np.array(0, np.int64), "data": int8g_panels(u), "scale": np.asarray(d),
+           "zero": np.array(z, np.int64)}
+    if mn is not None:
+        out["min"] = np.asarray(mn)
+    if sub is not None:
+        out["sub"] = np.asarray(sub, np.int8)
+    return out
+
+
 def _make(cls, name, compute, stored):
     f = cls(name)
     f.compute, f.stored = np.dtype(compute), np.dtype(stored)
@@ -457,4 +593,5 @@ FORMATS = {f: f for f in (
     _make(_BFloat16, "bfloat16", np.float32, np.uint16),
     _make(_Int8, "int8", np.float32, np.int8),
     _make(_Int4, "int4", np.float32, np.uint8),
+    _make(_Int8G, "int8g", np.float32, np.uint8),
 )}

@@ -74,7 +74,7 @@ class PackedWeight:
     def nbytes(self):
         """Bytes of the packed data and of the format's extra arrays (int8's scales)."""
         return self._data.nbytes + sum(a.nbytes for k, a in self._extra.items()
-                                    if k in ("scale", "min") and a is not None)
+                                    if k in ("scale", "min", "sub") and a is not None)
 
     def __repr__(self):
         return f"PackedWeight(shape={self._shape}, format={str(self._format)!r}, nbytes={self.nbytes})"

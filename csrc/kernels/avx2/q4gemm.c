@@ -90,4 +90,87 @@ void cattn_ukr_avx2_q4(int64_t G, const uint8_t *b, const void *d, const void *m
         TILES(0)
     }
 }
+
+/* int8g (dispatch.h, cattn_ukr_q8g_t): a u8 value is 16 uh + ul with both
+ * nibbles in [0, 15], so vpmaddubsw on each nibble against the same s8
+ * activations stays exact (|.| <= 2 * 15 * 127, 8 products of a sub-block
+ * of 16 in s16 <= 15240); isum = 16 isum_h + isum_l in int32. */
+static inline __attribute__((always_inline)) void
+tile8(int64_t G, const uint8_t *b, const void *d, const void *mn, const int8_t *sub, const int H16,
+      int z, const int M, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+      const int32_t *xs16, const float *sxs, int64_t lds, float *c, int64_t ldc)
+{
+    const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    __m256 f[4][2];
+    for (int i = 0; i < 4; i++) f[i][0] = f[i][1] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < G; g++, b += 512) {
+        for (int h = 0; h < 2; h++) {
+            __m256i part[4][2];
+            for (int sb = 0; sb < 2; sb++) {
+                __m256i sl[4], sh[4];
+                for (int i = 0; i < M; i++) sl[i] = sh[i] = _mm256_setzero_si256();
+                for (int t = 4 * sb; t < 4 * sb + 4; t++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(b + 64 * t + 32 * h));
+                    const __m256i lo = _mm256_and_si256(v, low);
+                    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+                    for (int i = 0; i < M; i++) {
+                        int32_t w;
+                        __builtin_memcpy(&w, qx + i * ldq + g * 32 + 4 * t, 4);
+                        const __m256i a = _mm256_set1_epi32(w);
+                        sl[i] = _mm256_add_epi16(sl[i], _mm256_maddubs_epi16(lo, a));
+                        sh[i] = _mm256_add_epi16(sh[i], _mm256_maddubs_epi16(hi, a));
+                    }
+                }
+                for (int i = 0; i < M; i++)
+                    part[i][sb] = _mm256_add_epi32(_mm256_madd_epi16(sl[i], ones),
+                                                   _mm256_slli_epi32(_mm256_madd_epi16(sh[i], ones), 4));
+            }
+            const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
+            const __m256 mv = mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
+            __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+            if (sub) {
+                s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sub + g * 32 + 8 * h)));
+                s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sub + g * 32 + 16 + 8 * h)));
+            }
+            for (int i = 0; i < M; i++) {
+                __m256i t;
+                if (sub) {
+                    const __m256i t0 = _mm256_sub_epi32(part[i][0], _mm256_set1_epi32(z * xs16[i * 2 * lds + 2 * g]));
+                    const __m256i t1 = _mm256_sub_epi32(part[i][1], _mm256_set1_epi32(z * xs16[i * 2 * lds + 2 * g + 1]));
+                    t = _mm256_add_epi32(_mm256_mullo_epi32(s0, t0), _mm256_mullo_epi32(s1, t1));
+                } else {
+                    t = _mm256_sub_epi32(_mm256_add_epi32(part[i][0], part[i][1]),
+                                         _mm256_set1_epi32(z * xs[i * lds + g]));
+                }
+                const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
+                f[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), ds, f[i][h]);
+                if (mn) f[i][h] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i][h]);
+            }
+        }
+    }
+    for (int i = 0; i < M; i++) {
+        _mm256_storeu_ps(c + i * ldc, f[i][0]);
+        _mm256_storeu_ps(c + i * ldc + 8, f[i][1]);
+    }
+}
+
+#define TILES8(H)                                                                              \
+    switch (m) {                                                                               \
+    case 1: tile8(G, b, d, mn, sub, H, z, 1, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break;  \
+    case 2: tile8(G, b, d, mn, sub, H, z, 2, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break;  \
+    case 3: tile8(G, b, d, mn, sub, H, z, 3, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break;  \
+    default: tile8(G, b, d, mn, sub, H, z, 4, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
+    }
+
+void cattn_ukr_avx2_q8g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                        const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
+                        const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
+                        int64_t lds, float *c, int64_t ldc)
+{
+    if (h16) {
+        TILES8(1)
+    } else {
+        TILES8(0)
+    }
+}
 #endif

@@ -146,4 +146,74 @@ cattn_ukr_avx512vnni_q4(int64_t G, const uint8_t *b, const void *d, const void *
         TILES(tile_vnni, 0)
     }
 }
+
+/* int8g on VNNI (dispatch.h, cattn_ukr_q8g_t): vpdpbusd on the u8 values
+ * directly, one int32 sum per sub-block of 16; without VNNI the table
+ * keeps the AVX2 kernel (same bits). */
+TARGET_VNNI static inline __attribute__((always_inline)) void
+tile8_vnni(int64_t G, const uint8_t *b, const void *d, const void *mn, const int8_t *sub,
+           const int H16, int z, const int M, const int8_t *qx, int64_t ldq, const float *sx,
+           const int32_t *xs, const int32_t *xs16, const float *sxs, int64_t lds, float *c,
+           int64_t ldc)
+{
+    __m512 f[4];
+    for (int i = 0; i < 4; i++) f[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < G; g++, b += 512) {
+        __m512i part[4][2];
+        if (M == 1)
+            for (int t = 0; t < 8; t++) _mm_prefetch((const char *)b + 2 * PF + 64 * t, _MM_HINT_T0);
+        for (int sb = 0; sb < 2; sb++) {
+            for (int i = 0; i < M; i++) part[i][sb] = _mm512_setzero_si512();
+            for (int t = 4 * sb; t < 4 * sb + 4; t++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(b + 64 * t));
+                for (int i = 0; i < M; i++)
+                    part[i][sb] = _mm512_dpbusd_epi32(part[i][sb], v,
+                                                      _mm512_set1_epi32(word(qx + i * ldq + g * 32 + 4 * t)));
+            }
+        }
+        const __m512 dv = scales16(d, g * 16, H16);
+        const __m512 mv = mn ? scales16(mn, g * 16, H16) : _mm512_setzero_ps();
+        __m512i s0 = _mm512_setzero_si512(), s1 = s0;
+        if (sub) {
+            s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sub + g * 32)));
+            s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sub + g * 32 + 16)));
+        }
+        for (int i = 0; i < M; i++) {
+            __m512i t;
+            if (sub) {
+                const __m512i t0 = _mm512_sub_epi32(part[i][0], _mm512_set1_epi32(z * xs16[i * 2 * lds + 2 * g]));
+                const __m512i t1 = _mm512_sub_epi32(part[i][1], _mm512_set1_epi32(z * xs16[i * 2 * lds + 2 * g + 1]));
+                t = _mm512_add_epi32(_mm512_mullo_epi32(s0, t0), _mm512_mullo_epi32(s1, t1));
+            } else {
+                t = _mm512_sub_epi32(_mm512_add_epi32(part[i][0], part[i][1]),
+                                     _mm512_set1_epi32(z * xs[i * lds + g]));
+            }
+            const __m512 ds = _mm512_mul_ps(dv, _mm512_set1_ps(sx[i * lds + g]));
+            f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), ds, f[i]);
+            if (mn) f[i] = _mm512_fmadd_ps(mv, _mm512_set1_ps(sxs[i * lds + g]), f[i]);
+        }
+    }
+    for (int i = 0; i < M; i++) _mm512_storeu_ps(c + i * ldc, f[i]);
+}
+
+#define TILES8(H)                                                                                  \
+    switch (m) {                                                                                   \
+    case 1: tile8_vnni(G, b, d, mn, sub, H, z, 1, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
+    case 2: tile8_vnni(G, b, d, mn, sub, H, z, 2, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
+    case 3: tile8_vnni(G, b, d, mn, sub, H, z, 3, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
+    default: tile8_vnni(G, b, d, mn, sub, H, z, 4, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
+    }
+
+TARGET_VNNI void
+cattn_ukr_avx512vnni_q8g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                         const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
+                         const float *sx, const int32_t *xs, const int32_t *xs16,
+                         const float *sxs, int64_t lds, float *c, int64_t ldc)
+{
+    if (h16) {
+        TILES8(1)
+    } else {
+        TILES8(0)
+    }
+}
 #endif

@@ -69,6 +69,7 @@ void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
                       : vnni ? "avx512bw (vpmaddwd; the VNNI kernel failed its load check)"
                              : "avx512bw (vpmaddwd)";
     kt->ukr_q4 = use_vnni ? cattn_ukr_avx512vnni_q4 : cattn_ukr_avx512_q4;
+    if (use_vnni) kt->ukr_q8g = cattn_ukr_avx512vnni_q8g;  /* else AVX2's (same bits) */
     kt->int4_kernel = use_vnni ? "avx512 vnni (vpdpbusd)" : "avx512bw (vpmaddubsw)";
     kt->softmax_row_f32 = cattn_softmax_row_avx512_f32;
     kt->softmax_row_f64 = cattn_softmax_row_avx512_f64;

@@ -1,6 +1,6 @@
 /* kernels/ref/q4gemm.c — the portable int4 micro-kernel (contract in
  * dispatch.h, cattn_ukr_q4_t): an m x 16 tile over G groups of 32 k in
- * plain C. The group sums are exact int32 (|sum| <= 32 * 15 * 127), and
+ * plain C, and the int8g one (groups of 32 8-bit values). The group sums are exact int32 (|sum| <= 32 * 15 * 127), and
  * the float steps are the contract's (fmaf: one rounding, as the SIMD
  * paths' FMA), so every path gives the same bits. */
 #include <math.h>
@@ -42,6 +42,38 @@ void cattn_ukr_ref_q4(int64_t G, const uint8_t *b, const void *d, const void *mn
                     }
                 const float ds = scale_at(d, h16, g * 16 + j) * s;
                 acc[i][j] = fmaf((float)(t - zs), ds, acc[i][j]);
+                if (mn) acc[i][j] = fmaf(scale_at(mn, h16, g * 16 + j), sxs[i * lds + g], acc[i][j]);
+            }
+        }
+    }
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < CATTN_NR_Q4; j++) c[i * ldc + j] = acc[i][j];
+}
+
+void cattn_ukr_ref_q8g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                       const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
+                       const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
+                       int64_t lds, float *c, int64_t ldc)
+{
+    float acc[CATTN_MR_Q4][CATTN_NR_Q4] = {{0}};
+    for (int64_t g = 0; g < G; g++) {
+        const uint8_t *bg = b + g * 512;
+        for (int i = 0; i < m; i++) {
+            const int8_t *a = qx + i * ldq + g * 32;
+            const float s = sx[i * lds + g];
+            for (int j = 0; j < CATTN_NR_Q4; j++) {
+                int32_t part[2] = {0, 0};
+                for (int t = 0; t < 8; t++)
+                    for (int v = 0; v < 4; v++)
+                        part[t / 4] += (int32_t)bg[t * 64 + 4 * j + v] * a[4 * t + v];
+                int32_t tt;
+                if (sub)
+                    tt = sub[(g * 2) * 16 + j] * (part[0] - z * xs16[i * 2 * lds + 2 * g]) +
+                         sub[(g * 2 + 1) * 16 + j] * (part[1] - z * xs16[i * 2 * lds + 2 * g + 1]);
+                else
+                    tt = part[0] + part[1] - z * xs[i * lds + g];
+                const float ds = scale_at(d, h16, g * 16 + j) * s;
+                acc[i][j] = fmaf((float)tt, ds, acc[i][j]);
                 if (mn) acc[i][j] = fmaf(scale_at(mn, h16, g * 16 + j), sxs[i * lds + g], acc[i][j]);
             }
         }

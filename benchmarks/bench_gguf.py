@@ -1,0 +1,269 @@
+"""benchmarks/bench_gguf.py — the same GGUF files run by cattn and by
+llama.cpp (through llama-cpp-python), issue 27's table.
+
+    python benchmarks/bench_gguf.py --vocab PATH/ggml-vocab-qwen2.gguf \
+        [--formats F32,Q8_0,Q4_0,Q4_K_M] [--rounds 3] [--threads 2]
+
+What it does: writes a random Qwen2.5-0.5B-shaped model (hidden 896, 24
+layers, 14/2 heads of 64, intermediate 4864, tied; weights N(0, 0.02),
+norms 1; the tokenizer metadata of the vocabulary file, which llama.cpp
+needs to load a model) as an F32 GGUF file with the `gguf` package, then
+quantizes it with llama.cpp's own quantizer (llama_cpp.llama_model_quantize)
+to each format; cattn loads each file with CausalLM.from_pretrained (the
+file's formats: 4-bit tensors in int4, the others in float32 today) and
+llama.cpp with llama_cpp.Llama (float32 KV cache, same threads). Per round,
+alternating the two sides: a 128-token prompt (prefill tokens/s) and 128
+greedy tokens (decode tokens/s, contexts 129-256), and a C read loop over
+256 MiB (cattn._ext.read_probe): decode's weight-bandwidth limit is the
+file's tensor bytes per token over that bandwidth. Medians of the rounds.
+Accuracy, once per file: cattn's prompt logits against llama.cpp's
+(cosine over all positions and the worst position; max |diff| / max |ref|)
+and the greedy tokens of both.
+
+Needs: llama-cpp-python (`CMAKE_ARGS="-DGGML_NATIVE=ON" pip install
+llama-cpp-python==0.3.36`, ~8 min to build on 2 cores) and gguf. The
+vocabulary file: the llama-cpp-python sdist's
+vendor/llama.cpp/models/ggml-vocab-qwen2.gguf (`pip download --no-deps
+--no-binary :all: llama-cpp-python==0.3.36`). Files are cached in
+$CATTN_BENCH_CACHE (default ~/.cache/cattn-bench; ~3.5 GB).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+CACHE = os.environ.get("CATTN_BENCH_CACHE", os.path.expanduser("~/.cache/cattn-bench"))
+SHAPE = dict(E=896, layers=24, H=14, Hk=2, D=64, F=4864)
+PROMPT_LEN, NEW_TOKENS = 128, 128
+FTYPES = {"Q8_0": 7, "Q4_0": 2, "Q4_K_M": 15}         # llama_ftype
+
+
+def write_f32(path, vocab, seed=0):
+    """The random model as an F32 GGUF file with the vocabulary's tokenizer."""
+    import gguf
+    from cattn.models import GGUFFile
+    voc = GGUFFile(vocab)
+    V = len(voc.metadata["tokenizer.ggml.tokens"])
+    E, L, H, Hk, D, F = (SHAPE[k] for k in ("E", "layers", "H", "Hk", "D", "F"))
+    rng = np.random.default_rng(seed)
+    w = gguf.GGUFWriter(path + ".tmp", "qwen2")
+    w.add_context_length(32768)
+    w.add_embedding_length(E)
+    w.add_block_count(L)
+    w.add_feed_forward_length(F)
+    w.add_head_count(H)
+    w.add_head_count_kv(Hk)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1000000.0)
+    w.add_file_type(0)
+    m = voc.metadata
+    w.add_tokenizer_model(m["tokenizer.ggml.model"])
+    w.add_tokenizer_pre(m["tokenizer.ggml.pre"])
+    w.add_token_list(m["tokenizer.ggml.tokens"])
+    w.add_token_types(m["tokenizer.ggml.token_type"])
+    w.add_token_merges(m["tokenizer.ggml.merges"])
+    for key, add in (("bos_token_id", w.add_bos_token_id), ("eos_token_id", w.add_eos_token_id),
+                     ("padding_token_id", w.add_pad_token_id)):
+        if "tokenizer.ggml." + key in m:
+            add(m["tokenizer.ggml." + key])
+    voc.close()
+
+    def rand(*shape):
+        return (rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02))
+
+    w.add_tensor("token_embd.weight", rand(V, E))
+    w.add_tensor("output_norm.weight", np.ones(E, np.float32))
+    for i in range(L):
+        b = f"blk.{i}."
+        w.add_tensor(b + "attn_norm.weight", np.ones(E, np.float32))
+        w.add_tensor(b + "ffn_norm.weight", np.ones(E, np.float32))
+        for n, rows in (("q", H * D), ("k", Hk * D), ("v", Hk * D)):
+            w.add_tensor(b + f"attn_{n}.weight", rand(rows, E))
+            w.add_tensor(b + f"attn_{n}.bias", rand(rows))
+        w.add_tensor(b + "attn_output.weight", rand(E, H * D))
+        w.add_tensor(b + "ffn_gate.weight", rand(F, E))
+        w.add_tensor(b + "ffn_up.weight", rand(F, E))
+        w.add_tensor(b + "ffn_down.weight", rand(E, F))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(path + ".tmp", path)
+
+
+def quantize(src, dst, fmt, threads):
+    import llama_cpp
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = FTYPES[fmt]
+    params.nthread = threads
+    rc = llama_cpp.llama_model_quantize(src.encode(), (dst + ".tmp").encode(), params)
+    if rc != 0:
+        raise RuntimeError(f"llama_model_quantize({fmt}) returned {rc}")
+    os.replace(dst + ".tmp", dst)
+
+
+def files(vocab, formats, threads):
+    os.makedirs(CACHE, exist_ok=True)
+    f32 = os.path.join(CACHE, "qwen2.5-0.5b-shaped-F32.gguf")
+    if not os.path.isfile(f32):
+        write_f32(f32, vocab)
+    out = {}
+    for fmt in formats:
+        path = f32 if fmt == "F32" else os.path.join(CACHE, f"qwen2.5-0.5b-shaped-{fmt}.gguf")
+        if not os.path.isfile(path):
+            quantize(f32, path, fmt, threads)
+        out[fmt] = path
+    return out
+
+
+def tensor_bytes(path):
+    """Bytes of the file's tensors a decode token reads: all of them (the
+    tied embedding once, as the output projection)."""
+    from cattn.models import GGUFFile
+    with GGUFFile(path) as f:
+        return sum(f.raw(n).nbytes for n in f.tensors), {
+            t: sum(f.raw(n).nbytes for n, (tt, _) in f.tensors.items() if tt == t)
+            for t in {tt for tt, _ in f.tensors.values()}}
+
+
+def llama_side(path, threads, logits_all=False):
+    import llama_cpp
+    return llama_cpp.Llama(path, n_ctx=512, n_batch=PROMPT_LEN, n_ubatch=PROMPT_LEN,
+                           n_threads=threads, n_threads_batch=threads, logits_all=logits_all,
+                           type_k=0, type_v=0, flash_attn=False, verbose=False)
+
+
+def llama_run(llm, ids):
+    """run(n): the prompt, then n - 1 greedy tokens; returns the n tokens
+    (the last position's logits read from the context: Llama.eval keeps
+    scores only with logits_all)."""
+    V = llm.n_vocab()
+
+    def last():
+        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(V,))
+
+    def run(n):
+        llm.reset()
+        llm.eval(ids.tolist())
+        out = [int(np.argmax(last()))]
+        for _ in range(n - 1):
+            llm.eval([out[-1]])
+            out.append(int(np.argmax(last())))
+        return out
+    return run
+
+
+def cattn_run(lm, ids):
+    def run(n):
+        return [int(t) for t in lm.generate(ids.tolist(), max_new_tokens=n, eos_token_id=[])]
+    return run
+
+
+def timed(run, n):
+    t = time.perf_counter()
+    run(n)
+    return time.perf_counter() - t
+
+
+def probe_bandwidth(threads, buf):
+    import cattn
+    cattn._ext.read_probe(buf, threads)
+    ts = []
+    for _ in range(5):
+        t = time.perf_counter()
+        cattn._ext.read_probe(buf, threads)
+        ts.append(time.perf_counter() - t)
+    return buf.nbytes / min(ts)
+
+
+def accuracy(path, lm, ids, threads):
+    """(cos over all positions, worst position's cos, max|d| / max|ref|)."""
+    llm = llama_side(path, threads, logits_all=True)
+    llm.reset()
+    llm.eval(ids.tolist())
+    ref = np.array(llm.scores[:len(ids)], np.float64)
+    del llm
+    got = np.asarray(lm(ids[None]))[0].astype(np.float64)
+    cos = (got * ref).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(ref, axis=1)
+    total = (got * ref).sum() / np.linalg.norm(got) / np.linalg.norm(ref)
+    return total, cos.min(), np.abs(got - ref).max() / np.abs(ref).max()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--vocab", required=True, help="ggml-vocab-qwen2.gguf (see the docstring)")
+    ap.add_argument("--formats", default="F32,Q8_0,Q4_0,Q4_K_M")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", metavar="PATH")
+    args = ap.parse_args(argv)
+    import cattn
+    from cattn.models import CausalLM
+    from conftest import machine_summary
+    cattn.set_num_threads(args.threads)
+    formats = args.formats.split(",")
+    paths = files(args.vocab, formats, args.threads)
+    ids = np.random.default_rng(0).integers(1000, 100000, PROMPT_LEN).astype(np.int64)
+    buf = np.ones(64 << 20, np.float32)
+    results = {}
+    for fmt, path in paths.items():
+        nbytes, by_type = tensor_bytes(path)
+        lm = CausalLM.from_pretrained(path)
+        acc = accuracy(path, lm, ids, args.threads)
+        llm = llama_side(path, args.threads)
+        sides = {"cattn": cattn_run(lm, ids), "llama.cpp": llama_run(llm, ids)}
+        toks = {k: run(16) for k, run in sides.items()}
+        rows = {k: {"prefill": [], "decode": []} for k in sides}
+        bws = []
+        for r in range(args.rounds):
+            bws.append(probe_bandwidth(args.threads, buf))
+            for k, run in sides.items():
+                t1 = timed(run, 1)
+                tn = timed(run, NEW_TOKENS)
+                rows[k]["prefill"].append(PROMPT_LEN / t1)
+                rows[k]["decode"].append((NEW_TOKENS - 1) / (tn - t1))
+            print(f"{fmt} round {r}: " + "  ".join(
+                f"{k} {v['prefill'][-1]:.1f} / {v['decode'][-1]:.2f} tok/s" for k, v in rows.items())
+                + f"  read {bws[-1] / 1e9:.1f} GB/s", flush=True)
+        ratio = {m: statistics.median(a / b for a, b in zip(rows["cattn"][m], rows["llama.cpp"][m]))
+                 for m in ("prefill", "decode")}
+        med = {k: {m: statistics.median(v) for m, v in d.items()} for k, d in rows.items()}
+        bw = statistics.median(bws)
+        limit = bw / nbytes
+        same = sum(a == b for a, b in zip(toks["cattn"], toks["llama.cpp"]))
+        results[fmt] = dict(file_bytes=nbytes, by_type=by_type, medians=med, ratio=ratio,
+                            read_bw=bw, limit_tok_s=limit, cos_all=acc[0], cos_min=acc[1],
+                            rel_max=acc[2], greedy_equal_of_16=same,
+                            cattn_formats=sorted({str(getattr(p, "format", "float32")) for p in (
+                                lm.layers[0].self_attn.qkv_proj.weight, lm.layers[0].mlp.down_proj.weight,
+                                lm.lm_head_weight)}))
+        del lm, llm, sides
+    info = machine_summary()
+    print(f"\n{info['cpu_model']}, {args.threads} threads, {time.strftime('%Y-%m-%d')}, "
+          f"Qwen2.5-0.5B shape (random), prompt {PROMPT_LEN}, {NEW_TOKENS} greedy tokens, "
+          f"medians of {args.rounds} alternating rounds")
+    print("| file | MiB | cattn prefill / decode | llama.cpp prefill / decode | prefill ratio "
+          "| decode ratio | cattn decode / bw limit | cos all / worst | greedy =, of 16 |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for fmt, r in results.items():
+        c, lc = r["medians"]["cattn"], r["medians"]["llama.cpp"]
+        print(f"| {fmt} | {r['file_bytes'] / 2**20:.0f} | {c['prefill']:.1f} / {c['decode']:.2f} | "
+              f"{lc['prefill']:.1f} / {lc['decode']:.2f} | {r['ratio']['prefill']:.2f}x | "
+              f"{r['ratio']['decode']:.2f}x | {c['decode'] / r['limit_tok_s']:.0%} | "
+              f"{r['cos_all']:.5f} / {r['cos_min']:.5f} | {r['greedy_equal_of_16']} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(cpu=info["cpu_model"], threads=args.threads, results=results), f,
+                      indent=1, default=float)
+    return results
+
+
+if __name__ == "__main__":
+    main()
