@@ -203,7 +203,11 @@ def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types
     if arch == "qwen2":                                    # tied
         assert lm.output_format == "int4" and lm.lm_head_weight.format == "int4"
         np.testing.assert_array_equal(lm.lm_head_weight.unpack(), held["model.embed_tokens.weight"])
-        np.testing.assert_array_equal(lm.embed.weight, held["model.embed_tokens.weight"])
+        assert lm.embed.weight is lm.lm_head_weight        # one packed table: lookup and output
+        ids = np.array([[0, 5, V - 1], [7, 7, 3]])
+        np.testing.assert_array_equal(lm.embed(ids), held["model.embed_tokens.weight"][ids])
+        lm.pack_output("int8")                           # repacked from the table's values
+        assert lm.lm_head_weight.format == "int8"
     else:
         assert lm.lm_head.weight.format == base
     ref.load_state_dict({k: torch.from_numpy(v) for k, v in held.items()}, strict=False)

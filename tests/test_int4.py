@@ -457,3 +457,44 @@ def test_int8g_nonfinite_empty_and_errors(rng):
                        ("scale", {**d, "scale": d["scale"][:1]})):
         with pytest.raises(ValueError, match=name):
             PackedWeight.from_arrays(case)
+
+
+def test_vnni_group_kernels_pass_their_load_check():
+    """On a VNNI CPU the int4 / int8g VNNI kernels are used only after they
+    matched the AVX-512BW int4 and AVX2 int8g kernels on a test tile at
+    load (csrc/kernels/avx512/table.c): that check runs the non-VNNI
+    kernels here too."""
+    assert "failed" not in _ext.int4_kernel()
+    if _ext.kernel_path() == "avx512" and cattn.show_config is not None:
+        assert "avx512" in _ext.int4_kernel()
+
+
+@pytest.mark.parametrize("fmt", ["float32", "bfloat16", "int8", "int4", "int8g", "int4-z8",
+                                 "int8g-sub", "int4-f32"])
+def test_rows_equal_unpack(rng, fmt):
+    """PackedWeight.rows(ids): unpack()[ids] for any id shape, without unpacking the table."""
+    N, K = 37, 70
+    if fmt == "int4-z8":
+        q = rng.integers(0, 16, (N, K)).astype(np.uint8)
+        p = PackedWeight.from_arrays(formats.int4_arrays(
+            q, (rng.random((N, 3)) * 0.1).astype(np.float16), None, 8))
+    elif fmt == "int8g-sub":
+        u = rng.integers(0, 64, (N, K)).astype(np.uint8)
+        p = PackedWeight.from_arrays(formats.int8g_arrays(
+            u, (rng.random((N, 3)) * 0.1).astype(np.float16), None,
+            rng.integers(-128, 128, (N, 6)).astype(np.int8), 32))
+    elif fmt == "int4-f32":
+        w = randn(rng, (N, K))
+        w[0, 0] = 1e6                                     # float32 scales
+        p = cattn.pack_weight(w, "int4")
+    else:
+        p = cattn.pack_weight(randn(rng, (N, K)), fmt)
+    full = p.unpack()
+    for ids in (np.array([0, 36, 5, 5, 16, 17]), np.array([[3, 1], [31, 32]]), np.array([], int)):
+        got = p.rows(ids)
+        assert got.shape == ids.shape + (K,) and got.dtype == F32
+        np.testing.assert_array_equal(got, full[ids])
+    with pytest.raises(ValueError, match=r"\[0, 37\)"):
+        p.rows([37])
+    with pytest.raises(TypeError, match="integers"):
+        p.rows([1.0])

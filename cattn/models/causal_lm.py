@@ -230,13 +230,23 @@ def _gpt2_keys(c, ckpt):
     return keys
 
 
+def _param_owner(model, dotted):
+    """(module, name) holding the parameter `dotted` ("layers.3.mlp.down_proj.weight")."""
+    *path, leaf = dotted.split(".")
+    owner = model
+    for part in path:
+        owner = owner[int(part)] if part.isdigit() else getattr(owner, part)
+    return owner, leaf
+
+
 def _load(model, ckpt, keys):
     """Read every checkpoint tensor of the key map straight into the model's
     parameters (fused ones piece by piece, Conv1D weights through a
-    transposed view): one tensor in flight at a time."""
-    params = dict(model.named_parameters())
+    transposed view): one tensor in flight at a time (the parameters are
+    looked up by name: named_parameters() would unpack packed ones)."""
     for ours, pieces, transposed in keys:
-        dst, r = params[ours], 0
+        owner, leaf = _param_owner(model, ours)
+        dst, r = getattr(owner, leaf), 0
         for name, rows in pieces:
             if name not in ckpt:
                 raise CheckpointError(f"{model.config.architecture} checkpoint: missing tensor "
@@ -347,9 +357,9 @@ class CausalLM(nn.Module):
         model = nn.skip_init(cls, config)         # weights allocated, not drawn: read next
         keys = (_gpt2_keys if config.architecture == "GPT2LMHeadModel" else _llama_keys)(
             config, ckpt)
+        if keep_file:                              # the file's formats: never read into float32
+            keys = model._pack_exact(ckpt, keys)
         _load(model, ckpt, keys)
-        if keep_file:
-            model._pack_exact(ckpt, keys)
         if os.path.isfile(path):
             gguf.close()                           # every tensor is read: the map goes
         # every nn.Linear packed once (float32: the same bits): a decode step's
@@ -360,25 +370,32 @@ class CausalLM(nn.Module):
         return model._with_generation_files(path)
 
     def _pack_exact(self, ckpt, keys):
-        """Each linear weight (and a tied output projection) as ckpt.packed
-        gives it: the file's values exactly in the narrowest format."""
+        """Each linear weight and the embedding table as ckpt.packed gives
+        them: the file's values exactly in the narrowest format, set in place
+        of the (untouched, so never resident) float32 parameters; a tied
+        output projection is the packed table itself. Returns the keys still
+        to read."""
+        rest = []
         for ours, pieces, transposed in keys:
-            if transposed or not (ours.endswith("_proj.weight") or ours == "lm_head.weight"):
+            owner, leaf = _param_owner(self, ours)
+            pw = None
+            if (not transposed and (ours.endswith("_proj.weight") or ours == "lm_head.weight")
+                    and all(name in ckpt for name, _ in pieces)):
+                pw = ckpt.packed([name for name, _ in pieces])
+            if pw is None or pw.shape != getattr(owner, leaf).shape:
+                rest.append((ours, pieces, transposed))     # read (and checked) by _load
                 continue
-            pw = ckpt.packed([name for name, _ in pieces])
-            if pw is not None:
-                *path, leaf = ours.split(".")
-                owner = self
-                for part in path:
-                    owner = owner[int(part)] if part.isdigit() else getattr(owner, part)
-                setattr(owner, leaf, pw)
+            setattr(owner, leaf, pw)
         self.output_format = "float32"
         self._output = self._output_source = None
-        if self.lm_head is None:
+        if "model.embed_tokens.weight" in ckpt:
             pw = ckpt.packed(["model.embed_tokens.weight"])
-            if pw is not None:
-                self.output_format = str(pw.format)
-                self._output, self._output_source = pw, self.embed.weight
+            if pw is not None and pw.shape == self.embed.weight.shape:
+                self.embed.weight = pw                 # the lookup unpacks its rows
+                if self.lm_head is None:
+                    self.output_format = str(pw.format)      # and it is the output projection
+                rest = [k for k in rest if k[0] != "embed.weight"]
+        return rest
 
     def _with_generation_files(self, path):
         """generation_config.json and tokenizer.json of a checkpoint folder."""
@@ -417,10 +434,11 @@ class CausalLM(nn.Module):
         if self.lm_head is not None:
             return self.lm_head.weight
         w = self.embed.weight
-        if self.output_format == "float32":
-            return w
+        if self.output_format == "float32" or getattr(w, "format", None) == self.output_format:
+            return w                                   # the array, or a packed table itself
         if self._output_source is not w:               # first use, or a new embedding
-            self._output = pack_weight(w, self.output_format)
+            self._output = pack_weight(w.unpack() if hasattr(w, "unpack") else w,
+                                       self.output_format)
             self._output_source = w
         return self._output
 
@@ -464,7 +482,7 @@ class CausalLM(nn.Module):
 
     def _embed(self, ids, positions):
         """ids (B, L), positions (B, L) or None (0..L-1) -> x (B, L, E)."""
-        x = self.embed.weight[ids]                                     # a new array
+        x = self.embed(ids)                                            # a new array
         if self.pos_embed is not None:
             L = ids.shape[1]
             limit = self.pos_embed.num_embeddings

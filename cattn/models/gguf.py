@@ -254,7 +254,7 @@ class GGUFFile:
         with np.errstate(all="ignore"):
             if tname == "Q8_0":
                 d = np.ascontiguousarray(b[:, :2]).view("<f2").astype(np.float16).reshape(N, G)
-                u, z = (b[:, 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8), 128
+                u, z = b[:, 2:] ^ np.uint8(0x80), 128            # int8 q + 128, bytewise
             elif tname in ("Q5_0", "Q5_1"):
                 off = 2 if tname == "Q5_0" else 4
                 h = np.ascontiguousarray(b[:, :off]).view("<f2").astype(np.float16)

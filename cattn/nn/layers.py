@@ -10,6 +10,7 @@ from .._validate import as_float_dtype, as_int, as_real, check_size, show
 from ..ops.gemm import linear
 from ..ops.rows import layer_norm
 from .module import Module, linear_uniform, make_rng, new_param, positive_int
+from .packed_params import PACKED
 
 
 class Linear(Module):
@@ -70,7 +71,9 @@ class LayerNorm(Module):
 class Embedding(Module):
     """A lookup table: token ids (...) -> rows of weight (num_embeddings,
     embedding_dim), as torch's nn.Embedding (weight initialised N(0, 1), the
-    padding_idx row zero). forward returns a new array (a gather, no GEMM)."""
+    padding_idx row zero). forward returns a new array (a gather, no GEMM).
+    The weight may be a PackedWeight (a GGUF file's table, shared with a
+    tied output projection): the rows are unpacked per lookup."""
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, *, dtype=np.float32,
                  seed=None):
@@ -97,6 +100,8 @@ class Embedding(Module):
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_embeddings):
             raise ValueError(f"Embedding: ids must lie in [0, {self.num_embeddings}), got "
                              f"[{ids.min()}, {ids.max()}]")
+        if isinstance(self.weight, PACKED):            # a packed table (a GGUF file's)
+            return self.weight.rows(ids)
         return self.weight[ids]
 
     def extra_repr(self):

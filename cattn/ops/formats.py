@@ -238,6 +238,10 @@ class WeightFormat(str):
         """The extra arrays to_arrays() saves (a dict)."""
         return {}
 
+    def rows(self, data, shape, kc, extra, ids):
+        """unpack()[ids] for int64 ids (n,) in [0, N): the rows' values."""
+        return self.unpack(data, shape, kc, extra)[ids]
+
     def loaded_extra(self, d, data, shape, op):
         """The extra arrays of a from_arrays() dict d, checked (ValueError)."""
         return {}
@@ -386,6 +390,25 @@ class _Int4(WeightFormat):
             return d * (q - np.float32(extra["zero"]))
         return d * q + _group_unpanel(extra["min"], N, G)[:, idx].astype(np.float32)
 
+    def _row_parts(self, extra, shape, ids):
+        """(d, mn or None) of rows ids, (n, K) float32 per input."""
+        N, K = shape
+        G, P = -(-K // _Q4_G), -(-N // _Q4_NR)
+        p, j, g = ids // _Q4_NR, ids % _Q4_NR, np.arange(K) // _Q4_G
+
+        def pick(a):
+            return a.reshape(P, G, _Q4_NR)[p, :, j][:, g].astype(np.float32)
+        return pick(extra["scale"]), None if extra["min"] is None else pick(extra["min"])
+
+    def rows(self, data, shape, kc, extra, ids):
+        N, K = shape
+        G, P = -(-K // _Q4_G), -(-N // _Q4_NR)
+        b = data.reshape(P, G, 4, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]   # (n, G, 4, 4)
+        q = np.stack([b & 0x0F, b >> 4], axis=-2).reshape(len(ids), G * _Q4_G)[:, :K]
+        q = q.astype(np.float32)
+        d, mn = self._row_parts(extra, shape, ids)
+        return d * (q - np.float32(extra["zero"])) if mn is None else d * q + mn
+
     def saved_extra(self, extra, shape):
         N, K = shape
         G = -(-K // _Q4_G)
@@ -471,9 +494,12 @@ def int8g_panels(u):
     [p][g][t][j][v] = u[16p + j, 32g + 4t + v]; 0 past N and K."""
     N, K = u.shape
     P, G = -(-N // _Q4_NR), -(-K // _Q4_G)
-    full = np.zeros((P * _Q4_NR, G * _Q4_G), np.uint8)
-    full[:N, :K] = u
-    return full.reshape(P, _Q4_NR, G, 8, 4).transpose(0, 2, 3, 1, 4).reshape(-1).copy()
+    if N % _Q4_NR or K % _Q4_G:                # whole panels and groups: no padded copy
+        full = np.zeros((P * _Q4_NR, G * _Q4_G), np.uint8)
+        full[:N, :K] = u
+    else:
+        full = np.asarray(u)
+    return full.reshape(P, _Q4_NR, G, 8, 4).transpose(0, 2, 3, 1, 4).reshape(-1)
 
 
 def int8g_unpanel(data, N, K):
@@ -529,6 +555,18 @@ class _Int8G(_Int4):
         if extra["min"] is not None:
             out = out + _group_unpanel(extra["min"], N, G)[:, np.arange(K) // _Q4_G].astype(np.float32)
         return out
+
+    def rows(self, data, shape, kc, extra, ids):
+        N, K = shape
+        G, P = -(-K // _Q4_G), -(-N // _Q4_NR)
+        u = data.reshape(P, G, 8, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]   # (n, G, 8, 4)
+        u = u.reshape(len(ids), G * _Q4_G)[:, :K].astype(np.float32) - np.float32(extra["zero"])
+        d, mn = self._row_parts(extra, shape, ids)
+        if extra["sub"] is not None:
+            s = extra["sub"].reshape(P, G, 2, _Q4_NR)[ids // _Q4_NR, :, :, ids % _Q4_NR]
+            d = d * s.reshape(len(ids), 2 * G)[:, np.arange(K) // 16].astype(np.float32)
+        out = d * u
+        return out if mn is None else out + mn
 
     def saved_extra(self, extra, shape):
         out = super().saved_extra(extra, shape)

@@ -129,6 +129,21 @@ class PackedWeight:
     def __reduce__(self):
         return (PackedWeight.from_arrays, (self.to_arrays(),))
 
+    def rows(self, ids):
+        """The values of rows `ids` (integers in [0, N), any shape) as a new
+        compute_dtype array (*ids.shape, K): unpack()[ids] without unpacking
+        the rest (an embedding lookup from a packed table)."""
+        ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"PackedWeight.rows: ids must be integers, got dtype {ids.dtype}")
+        N, K = self._shape
+        if ids.size and (ids.min() < 0 or ids.max() >= N):
+            raise ValueError(f"PackedWeight.rows: ids must lie in [0, {N}), got "
+                             f"[{ids.min()}, {ids.max()}]")
+        flat = ids.reshape(-1).astype(np.int64)
+        out = self._format.rows(self._data, self._shape, self._kc, self._extra, flat)
+        return np.ascontiguousarray(out, self._format.compute).reshape(*ids.shape, K)
+
     def unpack(self):
         """The (N, K) weight the kernel computes with, as a new array in
         compute_dtype: the values (float32/float64, NaN and inf included),

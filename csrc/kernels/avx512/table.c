@@ -20,6 +20,7 @@
 
 #ifdef CATTN_X86
 #include "kernels.h"
+#include "../avx2/kernels.h"
 
 /* The VNNI kernel (A in quads) against the AVX-512BW one (A in pairs) on
  * one 5-row tile with the extreme values (u8 255 and 0 against s8 -127..127,
@@ -53,6 +54,67 @@ static int vnni_agrees(void)
     return 1;
 }
 
+/* The VNNI int4 and int8g kernels against the AVX-512BW int4 kernel and the
+ * AVX2 int8g one on a 3-row tile of 2 groups with extreme values (u8 255,
+ * nibbles 15, s8 +-127, sub-scales -128..127, float16 and float32 scales,
+ * mins): the group sums are exact in all of them, so the outputs must match
+ * bit for bit. Run once at load on a VNNI CPU, as vnni_agrees. */
+static int vnni_group_kernels_agree(void)
+{
+    enum { G = 2, M = 3 };
+    uint8_t b4[G * 256], b8[G * 512];
+    int8_t qx[M * 32 * G], sub[G * 32];
+    float d[G * 16], mn[G * 16], sx[M * G], sxs[M * G], c1[M * 16], c2[M * 16];
+    uint16_t d16[G * 16], mn16[G * 16];
+    int32_t xs[M * G], xs16[M * 2 * G];
+    for (int i = 0; i < G * 256; i++) b4[i] = (uint8_t)(i % 7 ? (i * 37) % 256 : 255);
+    for (int i = 0; i < G * 512; i++) b8[i] = (uint8_t)(i % 5 ? (i * 91) % 256 : 255);
+    for (int i = 0; i < M * 32 * G; i++) qx[i] = (int8_t)(i % 3 ? (i * 53) % 255 - 127 : 127);
+    for (int i = 0; i < G * 32; i++) sub[i] = (int8_t)((i * 29) % 256 - 128);
+    for (int i = 0; i < G * 16; i++) {
+        d[i] = 0.001f * (float)(i + 1);
+        mn[i] = -0.01f * (float)(i % 5);
+        d16[i] = (uint16_t)(0x1400 + i * 16);              /* float16 ~ 2^-10 .. */
+        mn16[i] = (uint16_t)(0x9000 + i * 8);
+    }
+    for (int r = 0; r < M; r++)
+        for (int g = 0; g < G; g++) {
+            int32_t s0 = 0, s1 = 0;
+            for (int k = 0; k < 16; k++) s0 += qx[r * 32 * G + g * 32 + k];
+            for (int k = 16; k < 32; k++) s1 += qx[r * 32 * G + g * 32 + k];
+            xs[r * G + g] = s0 + s1;
+            xs16[r * 2 * G + 2 * g] = s0;
+            xs16[r * 2 * G + 2 * g + 1] = s1;
+            sx[r * G + g] = 0.01f * (float)(r + g + 1);
+            sxs[r * G + g] = sx[r * G + g] * (float)(s0 + s1);
+        }
+    for (int h16 = 0; h16 < 2; h16++) {
+        const void *dd = h16 ? (const void *)d16 : (const void *)d;
+        const void *mm = h16 ? (const void *)mn16 : (const void *)mn;
+        cattn_ukr_avx512_q4(G, b4, dd, mm, h16, 0, M, qx, 32 * G, sx, xs, sxs, G, c1, 16);
+        cattn_ukr_avx512vnni_q4(G, b4, dd, mm, h16, 0, M, qx, 32 * G, sx, xs, sxs, G, c2, 16);
+        for (int i = 0; i < M * 16; i++)
+            if (c1[i] != c2[i]) return 0;
+        cattn_ukr_avx512_q4(G, b4, dd, NULL, h16, 8, M, qx, 32 * G, sx, xs, sxs, G, c1, 16);
+        cattn_ukr_avx512vnni_q4(G, b4, dd, NULL, h16, 8, M, qx, 32 * G, sx, xs, sxs, G, c2, 16);
+        for (int i = 0; i < M * 16; i++)
+            if (c1[i] != c2[i]) return 0;
+        cattn_ukr_avx2_q8g(G, b8, dd, NULL, sub, h16, 32, M, qx, 32 * G, sx, xs, xs16, sxs, G,
+                           c1, 16);
+        cattn_ukr_avx512vnni_q8g(G, b8, dd, NULL, sub, h16, 32, M, qx, 32 * G, sx, xs, xs16,
+                                 sxs, G, c2, 16);
+        for (int i = 0; i < M * 16; i++)
+            if (c1[i] != c2[i]) return 0;
+        cattn_ukr_avx2_q8g(G, b8, dd, mm, NULL, h16, 128, M, qx, 32 * G, sx, xs, xs16, sxs, G,
+                           c1, 16);
+        cattn_ukr_avx512vnni_q8g(G, b8, dd, mm, NULL, h16, 128, M, qx, 32 * G, sx, xs, xs16,
+                                 sxs, G, c2, 16);
+        for (int i = 0; i < M * 16; i++)
+            if (c1[i] != c2[i]) return 0;
+    }
+    return 1;
+}
+
 void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
 {
     cattn_kernels_avx2(kt);
@@ -68,9 +130,12 @@ void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
     kt->int8_kernel = use_vnni ? "avx512 vnni (vpdpbusd)"
                       : vnni ? "avx512bw (vpmaddwd; the VNNI kernel failed its load check)"
                              : "avx512bw (vpmaddwd)";
-    kt->ukr_q4 = use_vnni ? cattn_ukr_avx512vnni_q4 : cattn_ukr_avx512_q4;
-    if (use_vnni) kt->ukr_q8g = cattn_ukr_avx512vnni_q8g;  /* else AVX2's (same bits) */
-    kt->int4_kernel = use_vnni ? "avx512 vnni (vpdpbusd)" : "avx512bw (vpmaddubsw)";
+    const int group_vnni = vnni && vnni_group_kernels_agree();
+    kt->ukr_q4 = group_vnni ? cattn_ukr_avx512vnni_q4 : cattn_ukr_avx512_q4;
+    if (group_vnni) kt->ukr_q8g = cattn_ukr_avx512vnni_q8g;  /* else AVX2's (same bits) */
+    kt->int4_kernel = group_vnni ? "avx512 vnni (vpdpbusd)"
+                      : vnni ? "avx512bw (vpmaddubsw; the VNNI kernels failed their load check)"
+                             : "avx512bw (vpmaddubsw)";
     kt->softmax_row_f32 = cattn_softmax_row_avx512_f32;
     kt->softmax_row_f64 = cattn_softmax_row_avx512_f64;
     kt->act_f32 = cattn_act_avx512_f32;
