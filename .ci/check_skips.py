@@ -1,5 +1,5 @@
 """Fail on tests that were skipped for a reason other than an absent optional
-peer (a Python package, or a system package in SYSTEM) or a CPU that lacks
+peer (a Python package, or a system package or test data set in SYSTEM) or a CPU that lacks
 an instruction set; also on a run with no test.
 
     python .ci/check_skips.py RESULTS.xml [LABEL]
@@ -30,6 +30,9 @@ PEERS = {
 # optional system packages named in skip reasons -> a file they install
 SYSTEM = {
     "libsimde-dev": "/usr/include/simde/x86/avx512.h",   # tools/emu/simde.sh
+    # llama.cpp's tokenizer test vectors (tools/fetch_ggml_vocab.sh; stage 2 fetches them)
+    "ggml-vocab": os.path.join(os.environ.get("CATTN_GGML_VOCAB") or os.path.expanduser(
+        "~/.cache/cattn-test/ggml-vocab"), "ggml-vocab-qwen2.gguf"),
 }
 
 # instruction sets named in skip reasons -> /proc/cpuinfo flags (all needed)

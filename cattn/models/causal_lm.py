@@ -41,6 +41,7 @@ from ..ops.gemm import linear
 from ..ops.packed import pack_weight
 from .gguf import GGUFFile
 from .gguf_llm import GGUFCheckpoint, gguf_config
+from .gguf_tokenizer import GGUFTokenizer
 from .safetensors import Checkpoint, CheckpointError
 from ._weights import check_weights, pack
 from .tokenizer import StreamDecoder, TextTokenizer
@@ -361,6 +362,9 @@ class CausalLM(nn.Module):
             keys = model._pack_exact(ckpt, keys)
         _load(model, ckpt, keys)
         if os.path.isfile(path):
+            model.tokenizer_meta = {k: v for k, v in gguf.metadata.items()
+                                    if k.startswith("tokenizer.ggml.")} or None
+            model.tokenizer_path = path
             gguf.close()                           # every tensor is read: the map goes
         # every nn.Linear packed once (float32: the same bits): a decode step's
         # one-row GEMMs stream the packed panels; a tied output projection too
@@ -443,12 +447,15 @@ class CausalLM(nn.Module):
         return self._output
 
     def _tokenizer(self):
+        meta = getattr(self, "tokenizer_meta", None)
+        if self.tokenizer is None and meta:            # a GGUF file's own tokenizer
+            self.tokenizer = GGUFTokenizer(meta, self.tokenizer_path)
         if self.tokenizer is None:
             path = getattr(self, "tokenizer_path", None)
             if path is None:
-                raise FileNotFoundError("this checkpoint has no tokenizer.json (a GGUF file's own "
-                                        "tokenizer is not read yet): pass token ids instead of "
-                                        "text")
+                raise FileNotFoundError("this checkpoint has no tokenizer (tokenizer.json, or a "
+                                        "GGUF file's tokenizer.ggml metadata): pass token ids "
+                                        "instead of text")
             self.tokenizer = TextTokenizer(path)
         return self.tokenizer
 

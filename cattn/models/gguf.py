@@ -16,7 +16,7 @@ once; every count, length, offset and shape is checked against the file
 before it is used, so a truncated or hostile file gives a ValueError
 naming the field and the file (never a crash, a hang or a huge
 allocation). What it is not: a writer, a model builder (the architectures
-and their key maps), or a tokenizer.
+and their key maps), or a tokenizer (gguf_tokenizer.py builds the file's).
 
 Shapes are given in NumPy's order (rows first): a ggml tensor of sizes
 (ne0, ne1) is an (ne1, ne0) array; blocks run along a row (ne0). A 2-D tensor is a linear
@@ -30,6 +30,7 @@ import numpy as np
 
 from ..ops.formats import int4_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
+from .gguf_tokenizer import GGUFTokenizer
 
 __all__ = ["GGUFFile", "GGUF_TYPES"]
 
@@ -307,6 +308,15 @@ class GGUFFile:
         if parts is not None:
             return PackedWeight.from_arrays(int8g_arrays(*parts))
         return pack_weight(self.dequantize(name), "bfloat16" if tname == "BF16" else "float32")
+
+    def tokenizer(self):
+        """The file's tokenizer (tokenizer.ggml.* metadata; a vocabulary-only
+        file has one too): a cattn.models.GGUFTokenizer with encode(text,
+        add_special=True) and decode(ids). Needs the `tokenizers` package."""
+        if "tokenizer.ggml.model" not in self.metadata:
+            raise ValueError(f"GGUF file {self.path}: no tokenizer (tokenizer.ggml.model is "
+                             "missing)")
+        return GGUFTokenizer(self.metadata, self.path)
 
     def close(self):
         self._map.close()

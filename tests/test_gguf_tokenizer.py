@@ -1,0 +1,155 @@
+"""The tokenizer inside a GGUF file (cattn.models.GGUFTokenizer,
+GGUFFile.tokenizer(), a GGUF CausalLM's text in and out).
+
+The reference is llama.cpp's own tokenizer test data: its vocabulary-only
+GGUF files with input texts (.inp, cases separated by a line
+"__ggml_vocab_test__", as llama.cpp's tests/test-tokenizer-0 reads them)
+and the token ids llama.cpp gives (.out, one line per case), for the
+qwen2, llama-bpe (Llama 3), gpt-2, llama-spm (Llama 2) and phi-3
+vocabularies. tools/fetch_ggml_vocab.sh puts them where this module looks
+($CATTN_GGML_VOCAB or ~/.cache/cattn-test/ggml-vocab); CI fetches them in
+its peers stage.
+"""
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tokenizers", reason="the tokenizers package builds the tokenizer")
+
+from cattn.models import GGUFFile, GGUFTokenizer  # noqa: E402
+
+VOCAB = os.environ.get("CATTN_GGML_VOCAB", os.path.expanduser("~/.cache/cattn-test/ggml-vocab"))
+NAMES = ["qwen2", "llama-bpe", "gpt-2", "llama-spm", "phi-3"]
+SEP = "\n__ggml_vocab_test__\n"
+
+
+def vocab_file(name):
+    path = os.path.join(VOCAB, f"ggml-vocab-{name}.gguf")
+    if not os.path.isfile(path):
+        pytest.skip(f"the ggml-vocab test vectors are not in {VOCAB} "
+                    "(tools/fetch_ggml_vocab.sh fetches them)")
+    return path
+
+
+def cases(name):
+    path = vocab_file(name)
+    with open(path + ".inp", encoding="utf-8") as f:
+        texts = f.read().split(SEP)
+    with open(path + ".out", encoding="utf-8") as f:
+        ids = f.read().split("\n")
+    texts = texts[:len(ids)] if texts[-1] == "" else texts
+    assert len(texts) >= 40
+    return [(t, [int(v) for v in line.split()]) for t, line in zip(texts, ids)]
+
+
+@pytest.fixture(scope="module")
+def tokenizers_by_name():
+    return {}
+
+
+def tok(name, cache):
+    if name not in cache:
+        cache[name] = GGUFFile(vocab_file(name)).tokenizer()
+    return cache[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_llama_cpp_case(name, tokenizers_by_name):
+    t = tok(name, tokenizers_by_name)
+    bad = [(text, t.encode(text, add_special=False), want) for text, want in cases(name)
+           if t.encode(text, add_special=False) != want]
+    assert not bad, f"{len(bad)} cases differ, first: {bad[0]!r}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_decode_round_trip(name, tokenizers_by_name):
+    """decode(encode(text)) is the text for every case (llama-spm / phi-3 drop
+    the one space the tokenizer puts in front, as llama.cpp's detokenizer does)."""
+    t = tok(name, tokenizers_by_name)
+    for text, want in cases(name):
+        assert t.decode(want) == text, (text, t.decode(want))
+
+
+def test_special_tokens(tokenizers_by_name):
+    spm, qwen = tok("llama-spm", tokenizers_by_name), tok("qwen2", tokenizers_by_name)
+    assert spm.encode("Hello")[0] == 1 == spm.bos_token_id and spm.add_bos
+    assert spm.encode("Hello", add_special=False)[0] != 1
+    assert not qwen.add_bos and qwen.encode("Hello") == qwen.encode("Hello", add_special=False)
+    im = qwen.token_id("<|im_start|>")
+    assert im == 151644
+    assert qwen.encode("<|im_start|>user", parse_special=True)[0] == im
+    assert im not in qwen.encode("<|im_start|>user")           # plain text without parse_special
+    assert qwen.token_id("<|im_end|>") in qwen.eot_ids
+    assert qwen.decode([im, *qwen.encode("hi")]) == "hi"        # control tokens skipped
+    assert "<|im_start|>" in qwen.decode([im], skip_special=False)
+    with pytest.raises(ValueError, match=r"\[0, 151936\)"):
+        qwen.decode([151936])
+    with pytest.raises(TypeError, match="str"):
+        qwen.encode(b"bytes")
+
+
+def test_unsupported_metadata_is_named():
+    meta = dict(GGUFFile(vocab_file("gpt-2")).metadata)
+    with pytest.raises(ValueError, match="tokenizer.ggml.pre 'starcoder' is not supported"):
+        GGUFTokenizer({**meta, "tokenizer.ggml.pre": "starcoder"})
+    with pytest.raises(ValueError, match="tokenizer.ggml.model 'bert' is not supported"):
+        GGUFTokenizer({**meta, "tokenizer.ggml.model": "bert"})
+    with pytest.raises(ValueError, match="tokenizer.ggml.merges"):
+        GGUFTokenizer({k: v for k, v in meta.items() if k != "tokenizer.ggml.merges"})
+    with pytest.raises(ValueError, match="token_type"):
+        GGUFTokenizer({**meta, "tokenizer.ggml.token_type": [1, 1]})
+    spm = dict(GGUFFile(vocab_file("llama-spm")).metadata)
+    with pytest.raises(ValueError, match="tokenizer.ggml.scores"):
+        GGUFTokenizer({**spm, "tokenizer.ggml.scores": [0.0]})
+
+
+def test_vocabulary_only_file_has_no_model_but_a_tokenizer():
+    f = GGUFFile(vocab_file("qwen2"))
+    assert f.tensors == {}
+    assert f.tokenizer().vocab_size == 151936
+    from cattn.models import CausalLM
+    with pytest.raises(ValueError, match="vocabulary-only"):
+        CausalLM.from_pretrained(vocab_file("qwen2"))
+
+
+def test_gguf_model_generates_text(tmp_path):
+    """A tiny GGUF model with a byte-level vocabulary of its own: text in,
+    text out, the same tokens as generating from the ids."""
+    gguf = pytest.importorskip("gguf", reason="the gguf package writes the file")
+    from cattn.models import CausalLM
+    chars = [chr(c) for c in range(33, 127)] + ["\u0120", "hi", "<|endoftext|>"]  # \u0120: space
+    V, E = len(chars), 32
+    rng = np.random.default_rng(0)
+    w = gguf.GGUFWriter(str(tmp_path / "t.gguf"), "qwen2")
+    for add, v in ((w.add_context_length, 64), (w.add_embedding_length, E), (w.add_block_count, 1),
+                   (w.add_feed_forward_length, 64), (w.add_head_count, 2),
+                   (w.add_head_count_kv, 1), (w.add_layer_norm_rms_eps, 1e-6)):
+        add(v)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(chars)
+    w.add_token_types([1] * (V - 1) + [3])
+    w.add_token_merges(["h i"])
+    w.add_eos_token_id(V - 1)
+    shapes = {"token_embd.weight": (V, E), "output_norm.weight": (E,),
+              "blk.0.attn_norm.weight": (E,), "blk.0.ffn_norm.weight": (E,),
+              "blk.0.attn_q.weight": (E, E), "blk.0.attn_q.bias": (E,),
+              "blk.0.attn_k.weight": (16, E), "blk.0.attn_k.bias": (16,),
+              "blk.0.attn_v.weight": (16, E), "blk.0.attn_v.bias": (16,),
+              "blk.0.attn_output.weight": (E, E), "blk.0.ffn_gate.weight": (64, E),
+              "blk.0.ffn_up.weight": (64, E), "blk.0.ffn_down.weight": (E, 64)}
+    for n, s in shapes.items():
+        w.add_tensor(n, (rng.standard_normal(s) * 0.5).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    lm = CausalLM.from_pretrained(str(tmp_path / "t.gguf"))
+    t = lm._tokenizer()
+    ids = t.encode("hi there")
+    assert ids == [V - 2, V - 3] + [chars.index(c) for c in "there"]       # "hi" merged
+    text = lm.generate("hi there", max_new_tokens=6, eos_token_id=[])
+    want = lm.generate(ids, max_new_tokens=6, eos_token_id=[])
+    assert text == t.decode(want)
+    assert "".join(lm.generate("hi there", max_new_tokens=6, eos_token_id=[], stream=True)) == text
