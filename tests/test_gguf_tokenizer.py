@@ -113,11 +113,11 @@ def test_vocabulary_only_file_has_no_model_but_a_tokenizer():
         CausalLM.from_pretrained(vocab_file("qwen2"))
 
 
-def test_gguf_model_generates_text(tmp_path):
-    """A tiny GGUF model with a byte-level vocabulary of its own: text in,
-    text out, the same tokens as generating from the ids."""
+def tiny_model(tmp_path):
+    """(path, chars): a 1-layer qwen2 GGUF file with a byte-level vocabulary
+    of its own (printable ASCII, the byte-level space, "hi", <|endoftext|>)
+    and a chat template."""
     gguf = pytest.importorskip("gguf", reason="the gguf package writes the file")
-    from cattn.models import CausalLM
     chars = [chr(c) for c in range(33, 127)] + ["\u0120", "hi", "<|endoftext|>"]  # \u0120: space
     V, E = len(chars), 32
     rng = np.random.default_rng(0)
@@ -132,6 +132,8 @@ def test_gguf_model_generates_text(tmp_path):
     w.add_token_types([1] * (V - 1) + [3])
     w.add_token_merges(["h i"])
     w.add_eos_token_id(V - 1)
+    w.add_chat_template("{% for m in messages %}{{ m['role'] + ':' + m['content'] + '<|endoftext|>' }}"
+                        "{% endfor %}{% if add_generation_prompt %}{{ 'assistant:' }}{% endif %}")
     shapes = {"token_embd.weight": (V, E), "output_norm.weight": (E,),
               "blk.0.attn_norm.weight": (E,), "blk.0.ffn_norm.weight": (E,),
               "blk.0.attn_q.weight": (E, E), "blk.0.attn_q.bias": (E,),
@@ -145,7 +147,16 @@ def test_gguf_model_generates_text(tmp_path):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    lm = CausalLM.from_pretrained(str(tmp_path / "t.gguf"))
+    return str(tmp_path / "t.gguf"), chars
+
+
+def test_gguf_model_generates_text(tmp_path):
+    """The tiny model: text in, text out, the same tokens as generating from
+    the ids; its chat template; the reply up to an end of turn."""
+    from cattn.models import CausalLM
+    path, chars = tiny_model(tmp_path)
+    V = len(chars)
+    lm = CausalLM.from_pretrained(path)
     t = lm._tokenizer()
     ids = t.encode("hi there")
     assert ids == [V - 2, V - 3] + [chars.index(c) for c in "there"]       # "hi" merged
@@ -153,3 +164,40 @@ def test_gguf_model_generates_text(tmp_path):
     want = lm.generate(ids, max_new_tokens=6, eos_token_id=[])
     assert text == t.decode(want)
     assert "".join(lm.generate("hi there", max_new_tokens=6, eos_token_id=[], stream=True)) == text
+    # chat: the file's template, its <|endoftext|> a control token, the reply up to an end of turn
+    pytest.importorskip("jinja2", reason="jinja2 renders chat templates")
+    msgs = [{"role": "user", "content": "hi"}]
+    prompt = lm.apply_chat_template(msgs)
+    assert prompt == "user:hi<|endoftext|>assistant:"
+    pids = lm.apply_chat_template(msgs, tokenize=True)
+    assert pids[6] == V - 1 and pids == t.encode(prompt, add_special=False, parse_special=True)
+    assert lm.apply_chat_template(msgs, add_generation_prompt=False) == "user:hi<|endoftext|>"
+    out = [int(i) for i in lm.generate(pids, max_new_tokens=8, eos_token_id=[V - 1])]
+    reply = t.decode([i for i in out if i != V - 1])
+    assert lm.chat(msgs, max_new_tokens=8) == reply
+    assert "".join(lm.chat(msgs, max_new_tokens=8, stream=True)) == reply
+
+
+def test_cli_generate_and_chat(tmp_path):
+    """`cattn generate model.gguf TEXT` and `cattn chat model.gguf` (a real
+    process: lines in, streamed replies out; /reset; end of input ends it)."""
+    import subprocess
+    import sys
+    pytest.importorskip("jinja2", reason="jinja2 renders chat templates")
+    from cattn.models import CausalLM
+    path, _ = tiny_model(tmp_path)
+    lm = CausalLM.from_pretrained(path)
+    msgs = [{"role": "user", "content": "hi"}]
+    reply = lm.chat(msgs, max_new_tokens=5)
+    cont = lm.generate("hi there", max_new_tokens=4)
+    r = subprocess.run([sys.executable, "-m", "cattn", "generate", path, "hi there",
+                        "--max-new-tokens", "4"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("hi there" + cont)
+    r = subprocess.run([sys.executable, "-m", "cattn", "chat", path, "--max-new-tokens", "5"],
+                       input="hi\n/reset\nhi\n", capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count(reply) >= 2 and "(conversation reset)" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "cattn", "chat", str(tmp_path / "absent.gguf")],
+                       input="", capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "cattn: error:" in r.stderr and "Traceback" not in r.stderr

@@ -10,8 +10,8 @@ def add_command(sub):
     p = sub.add_parser("generate", help="continue a prompt with a Llama / Qwen2 / GPT-2 "
                                         "checkpoint folder (streams the text)")
     p.add_argument("path", metavar="PATH", help="Hugging Face checkpoint folder (config.json, "
-                                                "*.safetensors, tokenizer.json); a GGUF file "
-                                                "loads too, but its tokenizer is not read yet")
+                                                "*.safetensors, tokenizer.json) or a GGUF file "
+                                                "(its own tokenizer)")
     p.add_argument("prompt", metavar="PROMPT")
     p.add_argument("--max-new-tokens", type=int, default=64, metavar="N")
     p.add_argument("--temperature", type=float, default=None, metavar="T",

@@ -39,6 +39,7 @@ from .._validate import as_flag, as_int, as_real, show
 from ..ops.attention import KVCache
 from ..ops.gemm import linear
 from ..ops.packed import pack_weight
+from .chat import chat_prompt, chat_reply, folder_chat_template
 from .gguf import GGUFFile
 from .gguf_llm import GGUFCheckpoint, gguf_config
 from .gguf_tokenizer import GGUFTokenizer
@@ -304,6 +305,7 @@ class CausalLM(nn.Module):
         self.output_format = "float32"
         self._output = self._output_source = None   # tied: packed copy, the array it copies
         self.tokenizer = self.tokenizer_path = None
+        self.chat_template, self.chat_special = None, {}      # chat.py renders the template
         self.generation_config = {}
         self.stats = {}
 
@@ -365,6 +367,12 @@ class CausalLM(nn.Module):
             model.tokenizer_meta = {k: v for k, v in gguf.metadata.items()
                                     if k.startswith("tokenizer.ggml.")} or None
             model.tokenizer_path = path
+            model.chat_template = gguf.metadata.get("tokenizer.chat_template")
+            tokens = gguf.metadata.get("tokenizer.ggml.tokens") or []
+            for name in ("bos", "eos"):
+                i = gguf.metadata.get(f"tokenizer.ggml.{name}_token_id")
+                if isinstance(i, int) and 0 <= i < len(tokens):
+                    model.chat_special[f"{name}_token"] = tokens[i]
             gguf.close()                           # every tensor is read: the map goes
         # every nn.Linear packed once (float32: the same bits): a decode step's
         # one-row GEMMs stream the packed panels; a tied output projection too
@@ -411,6 +419,7 @@ class CausalLM(nn.Module):
                     model.generation_config = json.load(f)
             tok = os.path.join(path, "tokenizer.json")
             model.tokenizer_path = tok if os.path.isfile(tok) else None
+            model.chat_template, model.chat_special = folder_chat_template(path)
         return model
 
     def pack_output(self, weights):
@@ -445,6 +454,31 @@ class CausalLM(nn.Module):
                                        self.output_format)
             self._output_source = w
         return self._output
+
+    def text_tokenizer(self):
+        """The model's tokenizer (a GGUF file's own, or tokenizer.json's):
+        encode(text, add_special=True), decode(ids). FileNotFoundError when
+        the checkpoint has none; ImportError without the tokenizers package."""
+        return self._tokenizer()
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=False,
+                            **variables):
+        """The prompt of `messages` ([{"role": "user", "content": "..."}, ...])
+        through the model's chat template (the GGUF file's
+        tokenizer.chat_template, or tokenizer_config.json's), rendered with
+        jinja2 in a sandbox as transformers' apply_chat_template renders it:
+        a str, or its token ids with tokenize=True. variables: extra template
+        variables (tools=..., ...). Needs jinja2 (pip install 'cattn[chat]')."""
+        return chat_prompt(self, messages, add_generation_prompt, tokenize, variables)
+
+    def chat(self, messages, max_new_tokens=256, stream=False, **generate_kwargs):
+        """The assistant's reply to `messages`: generation from
+        apply_chat_template(messages, add_generation_prompt=True), stopping at
+        the template's end-of-turn tokens (<|im_end|>, <|eot_id|>, EOS, ...).
+        A str, or with stream=True a generator of its text pieces.
+        generate_kwargs: do_sample, temperature, top_k, top_p, seed,
+        eos_token_id (as generate takes them)."""
+        return chat_reply(self, messages, max_new_tokens, stream, generate_kwargs)
 
     def _tokenizer(self):
         meta = getattr(self, "tokenizer_meta", None)

@@ -32,10 +32,13 @@ class TextTokenizer:
         self._tok.no_padding()
         self._tok.no_truncation()
 
-    def encode(self, text):
+    def encode(self, text, add_special=True, parse_special=True):
+        """text -> ids; add_special: the tokenizer's BOS etc. (as Hugging
+        Face's tokenizer(text)); special tokens written in the text are
+        always matched (tokenizers' added tokens; parse_special is GGUFTokenizer's)."""
         if not isinstance(text, str):
             raise TypeError(f"TextTokenizer.encode: expected a str, got {type(text).__name__}")
-        return list(self._tok.encode(text).ids)
+        return list(self._tok.encode(text, add_special_tokens=bool(add_special)).ids)
 
     def decode(self, ids):
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=True)
