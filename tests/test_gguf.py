@@ -256,3 +256,55 @@ def test_every_truncation_is_refused(tmp_path):
 ])
 def test_hostile_headers(tmp_path, data, match):
     check_bad(tmp_path, data, match)
+
+
+FUZZ_SCRIPT = r"""
+import sys, numpy as np
+from cattn.models import GGUFFile
+src, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+good = bytearray(open(src, "rb").read())
+rng = np.random.default_rng(seed)
+path = src + ".fuzz"
+outcomes = {"ok": 0, "ValueError": 0, "KeyError": 0}
+for case in range(n):
+    data = bytearray(good)
+    for _ in range(int(rng.integers(1, 9))):                 # 1..8 random bytes changed
+        data[int(rng.integers(0, len(data)))] = int(rng.integers(0, 256))
+    with open(path, "wb") as f:
+        f.write(data)
+    try:
+        f = GGUFFile(path)
+        for name, (t, shape) in f.tensors.items():
+            f.dequantize(name)
+            if len(shape) == 2:
+                f.weight(name)
+        f.close()
+        outcomes["ok"] += 1
+    except (ValueError, KeyError) as e:
+        outcomes[type(e).__name__] += 1
+print(outcomes)
+"""
+
+
+def test_random_byte_changes_never_crash(tmp_path):
+    """10,000 copies of a small file with 1-8 random bytes changed (header,
+    metadata, tensor infos and data alike), read, dequantized and packed in
+    a subprocess: each gives its values or a ValueError / KeyError; no
+    crash, no hang, no other exception (the subprocess would fail)."""
+    import subprocess
+    import sys
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 256)).astype(np.float32)
+    tensors = [("a", "F32", (3, 8), rng.standard_normal((3, 8)).astype(np.float32)),
+               ("b", "Q4_0", (4, 256), gguf.quants.quantize(x, gguf.GGMLQuantizationType.Q4_0)),
+               ("c", "Q8_0", (4, 256), gguf.quants.quantize(x, gguf.GGMLQuantizationType.Q8_0)),
+               ("d", "Q6_K", (2, 256), random_blocks("Q6_K", (2, 256), rng)),
+               ("e", "Q4_K", (2, 256), random_blocks("Q4_K", (2, 256), rng))]
+    meta = [("add_string", "general.name", "fuzz"), ("add_uint32", "x.n", 7),
+            ("add_array", "x.list", ["a", "bc", "def"])]
+    src = write(tmp_path / "f.gguf", tensors, meta)
+    r = subprocess.run([sys.executable, "-c", FUZZ_SCRIPT, src, "10000", "1"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    counts = eval(r.stdout.strip().splitlines()[-1])
+    assert sum(counts.values()) == 10000 and counts["ValueError"] > 500 and counts["ok"] > 500
