@@ -82,7 +82,7 @@ def q4k_blocks(shape, rng):
     return raw.reshape(shape[0], -1)
 
 
-def write_gguf(model, arch, path, qtype, embed=False, types=None):
+def write_gguf(model, arch, path, qtype, embed=False, types=None, extra=(), meta=()):
     """-> the state dict (float32 arrays) the file holds, in HF's layout.
     qtype: the 2-D weights' type (the embedding's too when embed); types:
     {substring of the HF name: type} overriding it."""
@@ -99,6 +99,10 @@ def write_gguf(model, arch, path, qtype, embed=False, types=None):
     w.add_rope_freq_base(5000.0)                # hf_model's rope_theta
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
+    for add, key, value in meta:                # extra metadata, e.g. rope scaling keys
+        getattr(w, add)(key, value)
+    for name, value in extra:                   # extra tensors, e.g. rope_freqs.weight
+        w.add_tensor(name, value)
     held = {}
     for hf, t in model.state_dict().items():
         if hf == "lm_head.weight" and c.tie_word_embeddings:
@@ -261,3 +265,56 @@ def test_gguf_model_errors(tmp_path):
         CausalLM.from_pretrained(str(f))
     with pytest.raises(FileNotFoundError, match="neither a checkpoint folder nor a GGUF file"):
         CausalLM.from_pretrained(str(tmp_path / "absent.gguf"))
+
+
+def llama3_rope_factors(theta, dim, scaling):
+    """rope_freqs.weight as llama.cpp's convert_hf_to_gguf.py computes it."""
+    import math
+    freqs = 1.0 / (theta ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    out = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < old / high:
+            out.append(1)
+        elif wavelen > old / low:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, np.float32)
+
+
+def test_gguf_llama3_rope_freqs_matches_transformers(tmp_path):
+    """A llama file with rope_freqs.weight (Llama 3.x's rope scaling, as
+    llama.cpp's converter writes it) against transformers' llama3 rope type,
+    over 40 positions (past the scaled wavelengths); a linear-scaled file
+    against transformers' linear type; other scalings are refused."""
+    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+    for kind in ("llama3", "linear"):
+        torch.manual_seed(0)
+        cfg = transformers.LlamaConfig(
+            vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, rope_theta=5000.0, rms_norm_eps=1e-5,
+            max_position_embeddings=256, initializer_range=0.15, tie_word_embeddings=False,
+            rope_scaling=scaling if kind == "llama3" else {"rope_type": "linear", "factor": 4.0})
+        ref = transformers.LlamaForCausalLM(cfg).eval()
+        path = tmp_path / f"{kind}.gguf"
+        held = write_gguf(ref, "llama", path, "F32", extra=(
+            [("rope_freqs.weight", llama3_rope_factors(5000.0, 16, scaling))] if kind == "llama3"
+            else []), meta=([] if kind == "llama3" else [
+                ("add_string", "llama.rope.scaling.type", "linear"),
+                ("add_float32", "llama.rope.scaling.factor", 4.0)]))
+        ref.load_state_dict({k: torch.from_numpy(v) for k, v in held.items()}, strict=False)
+        lm = CausalLM.from_pretrained(str(path))
+        ids = np.random.default_rng(1).integers(0, V, (1, 40))
+        with torch.no_grad():
+            want = ref(torch.from_numpy(ids)).logits.numpy()
+        np.testing.assert_allclose(lm(ids), want, rtol=1e-4, atol=1e-4)
+    bad = tmp_path / "yarn.gguf"
+    write_gguf(hf_model("llama"), "llama", bad, "F32",
+               meta=[("add_string", "llama.rope.scaling.type", "yarn")])
+    with pytest.raises(ValueError, match="rope.scaling.type 'yarn' is not supported"):
+        CausalLM.from_pretrained(str(bad))

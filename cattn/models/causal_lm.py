@@ -114,7 +114,7 @@ class LLMConfig:
                                   "rope_theta", owner, lo=0.0, lo_open=True)
         scaling = d.get("rope_scaling") or rope
         kind = scaling.get("rope_type", scaling.get("type", "default")) if scaling else "default"
-        if kind not in ("default", "llama3", "linear"):
+        if kind not in ("default", "llama3", "linear", "freq_factors"):
             raise ValueError(f"{owner}: rope_scaling type {kind!r} is not supported "
                              "(supported: llama3, linear, or none)")
         self.rope_scaling = None if kind == "default" else dict(scaling, rope_type=kind)
@@ -163,10 +163,18 @@ def _id_list(v):
 def rope_frequencies(head_dim, theta, scaling):
     """The (D/2,) RoPE frequencies theta^(-2i/D), rescaled as transformers'
     rope types "linear" (all / factor) and "llama3" (long wavelengths /
-    factor, short ones kept, a smooth blend between)."""
+    factor, short ones kept, a smooth blend between), or, "freq_factors"
+    (a GGUF file's rope_freqs.weight, as llama.cpp applies it), each
+    divided by its factor."""
     inv = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
     if scaling is None:
         return inv
+    if scaling["rope_type"] == "freq_factors":
+        f = np.asarray(scaling["factors"], np.float64)
+        if f.shape != inv.shape or not np.all(np.isfinite(f) & (f > 0)):
+            raise ValueError(f"rope frequency factors: expected {inv.size} finite values > 0 "
+                             f"(head_dim / 2), got shape {f.shape}")
+        return inv / f
     factor = float(scaling["factor"])
     if scaling["rope_type"] == "linear":
         return inv / factor

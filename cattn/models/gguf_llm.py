@@ -61,9 +61,10 @@ def gguf_config(f):
         raise ValueError(f"GGUF file {f.path}: no tensor 'token_embd.weight' (a vocabulary-only "
                          "file has no model)")
     scaling = f.metadata.get(f"{arch}.rope.scaling.type", "none")
-    if scaling != "none" or "rope_freqs.weight" in f.tensors:
-        raise ValueError(f"GGUF file {f.path}: rope scaling ({arch}.rope.scaling.type "
-                         f"{scaling!r}, rope_freqs.weight) is not supported yet")
+    if scaling not in ("none", "linear"):
+        raise ValueError(f"GGUF file {f.path}: rope scaling {arch}.rope.scaling.type "
+                         f"{scaling!r} is not supported (supported: none, linear, and "
+                         "llama3's rope_freqs.weight)")
     E = _meta(f, f"{arch}.embedding_length")
     H = _meta(f, f"{arch}.attention.head_count")
     d = dict(architectures=[GGUF_ARCHITECTURES[arch]], hidden_size=E,
@@ -77,6 +78,18 @@ def gguf_config(f):
              vocab_size=f.tensors["token_embd.weight"][1][0],
              tie_word_embeddings="output.weight" not in f.tensors,
              attention_bias="blk.0.attn_q.bias" in f.tensors)
+    if scaling == "linear":
+        d["rope_scaling"] = {"rope_type": "linear",
+                             "factor": _meta(f, f"{arch}.rope.scaling.factor", kind=float)}
+    if "rope_freqs.weight" in f.tensors:            # llama3: per-frequency factors
+        factors = f.dequantize("rope_freqs.weight").reshape(-1)
+        if factors.size != d["head_dim"] // 2 or not np.all(np.isfinite(factors) & (factors > 0)):
+            raise ValueError(f"GGUF file {f.path}: tensor 'rope_freqs.weight' has "
+                             f"{factors.size} values; expected {d['head_dim'] // 2} finite ones > 0")
+        if scaling == "linear":
+            raise ValueError(f"GGUF file {f.path}: both rope_freqs.weight and linear rope "
+                             "scaling: not supported")
+        d["rope_scaling"] = {"rope_type": "freq_factors", "factors": factors.tolist()}
     for ours, key in (("bos_token_id", "tokenizer.ggml.bos_token_id"),
                       ("eos_token_id", "tokenizer.ggml.eos_token_id"),
                       ("pad_token_id", "tokenizer.ggml.padding_token_id")):
