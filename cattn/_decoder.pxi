@@ -18,6 +18,7 @@
 #
 # Per layer (pre-norm):  h   = norm1(x)                         (T, E)
 #                        qkv = h Wqkv^T + b                      (T, W)
+#   Qwen3 (qk_norm):     q, k = rms_norm of each head (weights qn, kn (D,))  (in place)
 #                        q, k = rope(q, k) at each row's position   (in place)
 #                        cache[:, :, S0:S] = k, v               (B, Hk, ., D)
 #                        ctx = softmax(q K^T / sqrt(D) + mask) V (T, H D)  over the cache
@@ -38,6 +39,9 @@ cdef struct dec_layer:
     const float *nw[2]          # norm1, norm2: weight (None: 1), bias (LayerNorm; None: 0)
     const float *nb[2]
     double eps[2]
+    const float *qn             # Qwen3's q / k head norms (D,), or NULL
+    const float *kn
+    double qk_eps
 
 
 cdef int _dec_norm(bint rms, const dec_layer *ly, int i, float *y, const float *x, int64_t T,
@@ -50,23 +54,25 @@ cdef int _dec_norm(bint rms, const dec_layer *ly, int i, float *y, const float *
 cdef class DecoderStack:
     """The weights of a decoder stack as C structs (built once), run by
     step(). layers: per layer (qkv, o, up, down, norm1 weight, norm1 bias,
-    eps1, norm2 weight, norm2 bias, eps2), each linear (kind, data, scale,
+    eps1, norm2 weight, norm2 bias, eps2, q-norm weight, k-norm weight,
+    their eps: None, None, 0 without qk_norm), each linear (kind, data, scale,
     colsum, bias, N, K, rsw, csw) with None for what its kind lacks (_weight); every
     array float32 (the panels in their stored dtype), aligned, and kept
     alive by this object."""
     cdef dec_layer *L
     cdef readonly int64_t n_layers, E, H, Hk, D, F
-    cdef readonly bint rms, gated, rope
+    cdef readonly bint rms, gated, rope, qk_norm
     cdef readonly int act, act_none
     cdef readonly double scale
     cdef object keep
 
     def __cinit__(self, list layers, int64_t E, int64_t H, int64_t Hk, int64_t D, int64_t F,
-                  bint rms, bint gated, int act, int act_none, bint rope, double scale):
+                  bint rms, bint gated, int act, int act_none, bint rope, double scale,
+                  bint qk_norm=False):
         cdef int64_t i, j
         self.n_layers, self.E, self.H, self.Hk, self.D, self.F = len(layers), E, H, Hk, D, F
         self.rms, self.gated, self.act, self.act_none = rms, gated, act, act_none
-        self.rope, self.scale = rope, scale
+        self.rope, self.scale, self.qk_norm = rope, scale, qk_norm
         self.keep = layers
         self.L = <dec_layer *>malloc(sizeof(dec_layer) * max(self.n_layers, 1))
         if self.L == NULL:
@@ -79,6 +85,9 @@ cdef class DecoderStack:
                 self.L[i].nw[j] = <const float *>_ptr(item[4 + 3 * j])
                 self.L[i].nb[j] = <const float *>_ptr(item[5 + 3 * j])
                 self.L[i].eps[j] = item[6 + 3 * j]
+            self.L[i].qn = <const float *>_ptr(item[10])
+            self.L[i].kn = <const float *>_ptr(item[11])
+            self.L[i].qk_eps = item[12]
 
     def __dealloc__(self):
         free(self.L)
@@ -99,7 +108,8 @@ cdef class DecoderStack:
         cdef int64_t nup = (2 * F if self.gated else F)
         cdef int st = 0
         cdef int act = self.act, act_none = self.act_none
-        cdef bint rms = self.rms, gated = self.gated, rope = self.rope
+        cdef bint rms = self.rms, gated = self.gated, rope = self.rope, qkn = self.qk_norm
+        cdef int64_t t
         cdef dec_layer *ly
         cdef cattn_attn_args a
         cdef float *px = <float *>cnp.PyArray_DATA(x)
@@ -169,6 +179,15 @@ cdef class DecoderStack:
                     if st: break
                     st = _lin(&ly.lin[0], pqkv, ph, T, act_none, nt)
                     if st: break
+                    if qkn:                         # each token's H q heads, then Hk k heads
+                        for t in range(T):
+                            st = cattn_rms_norm_f32(pqkv + t * Wq, D, pqkv + t * Wq, D, ly.qn,
+                                                    H, D, ly.qk_eps, 1)
+                            if st: break
+                            st = cattn_rms_norm_f32(pqkv + t * Wq + HD, D, pqkv + t * Wq + HD,
+                                                    D, ly.kn, Hk, D, ly.qk_eps, 1)
+                            if st: break
+                        if st: break
                     if rope:
                         cattn_rope_f32(pqkv, T, Wq, H + Hk, D, ppos, pcos, psin)
                     cattn_kv_append_f32(kv[2 * i], B, Hk, max_len, D, start, pqkv + HD, L, Wq)

@@ -4,6 +4,7 @@ forward step on the KV caches) gives the bits of its layers run one by one
 equal, itself tested against transformers in test_llm.py), for every
 weight format (plain float32 arrays, packed float32, bfloat16, int8),
 every family's block (RMSNorm + rotary + GQA + SwiGLU with q/k/v biases;
+Qwen3's q/k head norms;
 LayerNorm + learned positions + GELU MLP), padded and unpadded batches,
 prefill and decode, and any thread count; stacks it does not take run
 their layers. Re-run on every kernel path (test_kernel_paths.py).
@@ -35,18 +36,26 @@ CONFIGS = {
                   max_position_embeddings=128, rope_scaling=dict(
                       rope_type="llama3", factor=8.0, low_freq_factor=1.0,
                       high_freq_factor=4.0, original_max_position_embeddings=16)),
+    # Qwen3: RMSNorm of each q and k head before the rotation, head dim != E / H
+    "qwen3": dict(architectures=["Qwen3ForCausalLM"], vocab_size=V, hidden_size=32,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  head_dim=16, intermediate_size=48, rope_theta=1e4,
+                  max_position_embeddings=128),
     # LayerNorm, learned positions, GELU (tanh) MLP with biases
     "gpt2": dict(architectures=["GPT2LMHeadModel"], vocab_size=V, n_embd=32, n_layer=3,
                  n_head=4, n_positions=128),
 }
-FORMATS = [None, "float32", "bfloat16", "int8"]        # None: plain (unpacked) arrays
+FORMATS = [None, "float32", "bfloat16", "int8", "int4"]   # None: plain (unpacked) arrays
 
 
 def _model(name, fmt):
     lm = CausalLM(LLMConfig.from_dict(dict(CONFIGS[name], eos_token_id=2)))
     rng = np.random.default_rng(7)
     for layer in lm.layers:          # larger, varied norm weights and biases than the init
-        for norm in (layer.norm1, layer.norm2):
+        norms = [layer.norm1, layer.norm2]
+        if layer.self_attn.qk_norm:
+            norms += [layer.self_attn.q_norm, layer.self_attn.k_norm]
+        for norm in norms:
             norm.weight[...] = rng.uniform(0.5, 1.5, norm.weight.shape)
     return lm if fmt is None else nn.quantize(lm, fmt)
 

@@ -49,7 +49,8 @@ from .tokenizer import StreamDecoder, TextTokenizer
 
 __all__ = ["CausalLM", "LLMConfig", "SUPPORTED_ARCHITECTURES"]
 
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel")
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                           "GPT2LMHeadModel")
 
 # Hugging Face hidden_act names -> cattn activation names
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_new": "gelu_tanh",
@@ -65,7 +66,8 @@ class LLMConfig:
     three families. Attributes: architecture, vocab_size, hidden_size (E),
     num_layers, num_heads (H), num_kv_heads (Hk), head_dim (D),
     intermediate_size (F), norm ("rms" | "layer"), norm_eps, activation,
-    qkv_bias, out_bias, mlp_bias, rope_theta, rope_scaling (dict or None),
+    qkv_bias, out_bias, mlp_bias, qk_norm (Qwen3: RMSNorm of each q and k
+    head), rope_theta, rope_scaling (dict or None),
     max_positions (GPT-2's learned table; None for RoPE models),
     tie_word_embeddings, bos_token_id, eos_token_id (list), pad_token_id."""
 
@@ -78,6 +80,7 @@ class LLMConfig:
         c = cls()
         c.architecture = arch
         owner = f"config.json ({arch})"
+        c.qk_norm = arch == "Qwen3ForCausalLM"
         if arch == "GPT2LMHeadModel":
             c._gpt2(d, owner)
         else:
@@ -214,6 +217,10 @@ def _llama_keys(c, ckpt):
                          False))
             keys.append((ours + f"mlp.down_proj.{part}", [(hf + f"mlp.down_proj.{part}", None)],
                          False))
+        if c.qk_norm:
+            for n in ("q_norm", "k_norm"):
+                keys.append((ours + f"self_attn.{n}.weight", [(hf + f"self_attn.{n}.weight", None)],
+                             False))
         keys.append((ours + "norm1.weight", [(hf + "input_layernorm.weight", None)], False))
         keys.append((ours + "norm2.weight", [(hf + "post_attention_layernorm.weight", None)],
                      False))
@@ -326,7 +333,8 @@ class CausalLM(nn.Module):
     def _block(self, rope):
         c = self.config
         attn = nn.CausalSelfAttention(c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim,
-                                      qkv_bias=c.qkv_bias, out_bias=c.out_bias, rotary=rope)
+                                      qkv_bias=c.qkv_bias, out_bias=c.out_bias, rotary=rope,
+                                      qk_norm_eps=c.norm_eps if c.qk_norm else None)
         mlp_cls = nn.GatedMLP if c.norm == "rms" else nn.MLP
         mlp = mlp_cls(c.hidden_size, c.intermediate_size, c.activation, c.mlp_bias)
         return nn.DecoderBlock(self._norm(), attn, self._norm(), mlp)

@@ -21,7 +21,8 @@ from ..ops.packed import PackedWeight, pack_weight
 __all__ = ["gguf_config", "GGUFCheckpoint", "GGUF_ARCHITECTURES"]
 
 # general.architecture -> the Hugging Face architecture CausalLM builds
-GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                      "qwen3": "Qwen3ForCausalLM"}
 
 # Hugging Face name (per layer: "model.layers.{i}." + key) -> llama.cpp's
 _LAYER = {"input_layernorm.weight": "attn_norm.weight",
@@ -31,7 +32,9 @@ _LAYER = {"input_layernorm.weight": "attn_norm.weight",
           "self_attn.v_proj.weight": "attn_v.weight", "self_attn.v_proj.bias": "attn_v.bias",
           "self_attn.o_proj.weight": "attn_output.weight",
           "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
-          "mlp.down_proj.weight": "ffn_down.weight"}
+          "mlp.down_proj.weight": "ffn_down.weight",
+          "self_attn.q_norm.weight": "attn_q_norm.weight",
+          "self_attn.k_norm.weight": "attn_k_norm.weight"}
 _GLOBAL = {"model.embed_tokens.weight": "token_embd.weight",
            "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
 

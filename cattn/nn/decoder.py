@@ -122,10 +122,13 @@ class CausalSelfAttention(Module):
     o_proj.weight (E, H D), o_proj.bias with out_bias (GPT-2).
     rotary: a cattn.nn.RotaryEmbedding(D) applied to q and k at each
     token's position (Llama, Qwen2), or None (GPT-2's learned positions are
-    added to the embeddings by the model)."""
+    added to the embeddings by the model). qk_norm_eps: Qwen3's RMSNorm of
+    each q and k head (q_norm, k_norm: weights (D,)) before the rotation,
+    with this epsilon; None: none."""
 
     def __init__(self, embed_dim, num_heads, num_kv_heads=None, head_dim=None, *,
-                 qkv_bias=False, out_bias=False, rotary=None, dtype=np.float32, seed=None):
+                 qkv_bias=False, out_bias=False, rotary=None, qk_norm_eps=None,
+                 dtype=np.float32, seed=None):
         super().__init__()
         owner = "CausalSelfAttention"
         E = as_int(embed_dim, "embed_dim", owner, lo=1)
@@ -145,6 +148,11 @@ class CausalSelfAttention(Module):
         rng = np.random.default_rng(seed)
         self.qkv_proj = Linear(E, (H + 2 * Hk) * D, qkv_bias, dtype=dtype, seed=rng)
         self.o_proj = Linear(H * D, E, out_bias, dtype=dtype, seed=rng)
+        self.qk_norm = qk_norm_eps is not None
+        if self.qk_norm:
+            eps = as_real(qk_norm_eps, "qk_norm_eps", owner, lo=0.0)
+            self.q_norm = RMSNorm(D, eps, dtype=dtype)
+            self.k_norm = RMSNorm(D, eps, dtype=dtype)
 
     def extra_repr(self):
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
@@ -160,7 +168,11 @@ class CausalSelfAttention(Module):
         offset..offset+L-1 for all when None."""
         B, L, _ = x.shape
         H, Hk, D = self.num_heads, self.num_kv_heads, self.head_dim
-        qkv = self.qkv_proj(x).reshape(B, L, H + 2 * Hk, D).transpose(0, 2, 1, 3)
+        qkv = self.qkv_proj(x).reshape(B, L, H + 2 * Hk, D)
+        if self.qk_norm:                             # each head's q and k (Qwen3), in place
+            qkv[:, :, :H] = self.q_norm(qkv[:, :, :H])
+            qkv[:, :, H:H + Hk] = self.k_norm(qkv[:, :, H:H + Hk])
+        qkv = qkv.transpose(0, 2, 1, 3)
         qk, v = qkv[:, :H + Hk], qkv[:, H + Hk:]
         if self.rotary is not None:                  # q and k rotated in one pass
             qk = (self.rotary.apply(qk, offset) if positions is None

@@ -90,10 +90,16 @@ def _layer_entry(block, shape):
     want = ((H + 2 * Hk) * D, E), (E, H * D), ((2 if gated else 1) * F, E), (E, F)
     if any(w[5:7] != s for w, s in zip(lins, want)):
         return None
-    key = (E, H, Hk, D, F, n1[0], gated, mlp.activation, sa.rotary)
+    qk = (None, None, 0.0)
+    if sa.qk_norm:                                   # Qwen3: RMSNorm of each q and k head
+        nq, nk = _norm_entry(sa.q_norm, D), _norm_entry(sa.k_norm, D)
+        if nq is None or nk is None or nq[0] != "rms" or nk[0] != "rms" or nq[3] != nk[3]:
+            return None
+        qk = (nq[1], nk[1], nq[3])
+    key = (E, H, Hk, D, F, n1[0], gated, mlp.activation, sa.rotary, sa.qk_norm)
     if shape is not None and key != shape:
         return None
-    return (*lins, *n1[1:], *n2[1:]), key
+    return (*lins, *n1[1:], *n2[1:], *qk), key
 
 
 def decoder_program(layers):
@@ -129,14 +135,15 @@ class DecoderProgram:
                 return None
             entries.append(got[0])
             shape = got[1]
-        E, H, Hk, D, F, norm, gated, act, rotary = shape
+        E, H, Hk, D, F, norm, gated, act, rotary, qk_norm = shape
         self = object.__new__(cls)
         self.layers = layers
         self.rotary = rotary
         self.shape = dict(E=E, H=H, Hk=Hk, D=D, F=F)
         self._stack = _ext.DecoderStack(entries, E, H, Hk, D, F, norm == "rms", gated,
                                         _ACT[act or "none"], _ACT["none"], rotary is not None,
-                                        1.0 / math.sqrt(D))   # the attention's default scale
+                                        1.0 / math.sqrt(D),   # the attention's default scale
+                                        qk_norm)
         return self
 
     def _fits(self, x, caches):
