@@ -6,7 +6,8 @@ llama.cpp (through llama-cpp-python), issue 27's table.
 
 What it does: writes a random Qwen2.5-0.5B-shaped model (hidden 896, 24
 layers, 14/2 heads of 64, intermediate 4864, tied; weights N(0, 0.02),
-norms 1; the tokenizer metadata of the vocabulary file, which llama.cpp
+norms 1; --shape qwen3-0.6b: hidden 1024, 28 layers, 16/8 heads of 128,
+q/k norms, intermediate 3072, tied; the tokenizer metadata of the vocabulary file, which llama.cpp
 needs to load a model) as an F32 GGUF file with the `gguf` package, then
 quantizes it with llama.cpp's own quantizer (llama_cpp.llama_model_quantize)
 to each format; cattn loads each file with CausalLM.from_pretrained (the
@@ -40,9 +41,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 CACHE = os.environ.get("CATTN_BENCH_CACHE", os.path.expanduser("~/.cache/cattn-bench"))
-SHAPE = dict(E=896, layers=24, H=14, Hk=2, D=64, F=4864)
+SHAPES = {"qwen2.5-0.5b": dict(arch="qwen2", E=896, layers=24, H=14, Hk=2, D=64, F=4864),
+          # sizes multiples of 256: Q4_K_M is really 4-bit K-quants here
+          "qwen3-0.6b": dict(arch="qwen3", E=1024, layers=28, H=16, Hk=8, D=128, F=3072)}
+SHAPE = SHAPES["qwen2.5-0.5b"]
 PROMPT_LEN, NEW_TOKENS = 128, 128
-FTYPES = {"Q8_0": 7, "Q4_0": 2, "Q4_K_M": 15}         # llama_ftype
+FTYPES = {"Q8_0": 7, "Q4_0": 2, "Q4_K_M": 15, "BF16": 32}         # llama_ftype
 
 
 def write_f32(path, vocab, seed=0):
@@ -52,14 +56,17 @@ def write_f32(path, vocab, seed=0):
     voc = GGUFFile(vocab)
     V = len(voc.metadata["tokenizer.ggml.tokens"])
     E, L, H, Hk, D, F = (SHAPE[k] for k in ("E", "layers", "H", "Hk", "D", "F"))
+    arch = SHAPE["arch"]
     rng = np.random.default_rng(seed)
-    w = gguf.GGUFWriter(path + ".tmp", "qwen2")
+    w = gguf.GGUFWriter(path + ".tmp", arch)
     w.add_context_length(32768)
     w.add_embedding_length(E)
     w.add_block_count(L)
     w.add_feed_forward_length(F)
     w.add_head_count(H)
     w.add_head_count_kv(Hk)
+    w.add_key_length(D)
+    w.add_value_length(D)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(1000000.0)
     w.add_file_type(0)
@@ -86,7 +93,11 @@ def write_f32(path, vocab, seed=0):
         w.add_tensor(b + "ffn_norm.weight", np.ones(E, np.float32))
         for n, rows in (("q", H * D), ("k", Hk * D), ("v", Hk * D)):
             w.add_tensor(b + f"attn_{n}.weight", rand(rows, E))
-            w.add_tensor(b + f"attn_{n}.bias", rand(rows))
+            if arch == "qwen2":
+                w.add_tensor(b + f"attn_{n}.bias", rand(rows))
+        if arch == "qwen3":
+            w.add_tensor(b + "attn_q_norm.weight", np.ones(D, np.float32))
+            w.add_tensor(b + "attn_k_norm.weight", np.ones(D, np.float32))
         w.add_tensor(b + "attn_output.weight", rand(E, H * D))
         w.add_tensor(b + "ffn_gate.weight", rand(F, E))
         w.add_tensor(b + "ffn_up.weight", rand(F, E))
@@ -109,14 +120,14 @@ def quantize(src, dst, fmt, threads):
     os.replace(dst + ".tmp", dst)
 
 
-def files(vocab, formats, threads):
+def files(vocab, formats, threads, shape="qwen2.5-0.5b"):
     os.makedirs(CACHE, exist_ok=True)
-    f32 = os.path.join(CACHE, "qwen2.5-0.5b-shaped-F32.gguf")
+    f32 = os.path.join(CACHE, f"{shape}-shaped-F32.gguf")
     if not os.path.isfile(f32):
         write_f32(f32, vocab)
     out = {}
     for fmt in formats:
-        path = f32 if fmt == "F32" else os.path.join(CACHE, f"qwen2.5-0.5b-shaped-{fmt}.gguf")
+        path = f32 if fmt == "F32" else os.path.join(CACHE, f"{shape}-shaped-{fmt}.gguf")
         if not os.path.isfile(path):
             quantize(f32, path, fmt, threads)
         out[fmt] = path
@@ -200,6 +211,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--vocab", required=True, help="ggml-vocab-qwen2.gguf (see the docstring)")
     ap.add_argument("--formats", default="F32,Q8_0,Q4_0,Q4_K_M")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-0.5b")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", metavar="PATH")
@@ -208,8 +220,10 @@ def main(argv=None):
     from cattn.models import CausalLM
     from conftest import machine_summary
     cattn.set_num_threads(args.threads)
+    global SHAPE
+    SHAPE = SHAPES[args.shape]
     formats = args.formats.split(",")
-    paths = files(args.vocab, formats, args.threads)
+    paths = files(args.vocab, formats, args.threads, args.shape)
     ids = np.random.default_rng(0).integers(1000, 100000, PROMPT_LEN).astype(np.int64)
     buf = np.ones(64 << 20, np.float32)
     results = {}
@@ -217,6 +231,8 @@ def main(argv=None):
         nbytes, by_type = tensor_bytes(path)
         lm = CausalLM.from_pretrained(path)
         acc = accuracy(path, lm, ids, args.threads)
+        print(f"{fmt}: logits vs llama.cpp cos all {acc[0]:.5f}, worst position {acc[1]:.5f}, "
+              f"max |diff| / max |ref| {acc[2]:.2e}", flush=True)
         llm = llama_side(path, args.threads)
         sides = {"cattn": cattn_run(lm, ids), "llama.cpp": llama_run(llm, ids)}
         toks = {k: run(16) for k, run in sides.items()}
@@ -247,7 +263,7 @@ def main(argv=None):
         del lm, llm, sides
     info = machine_summary()
     print(f"\n{info['cpu_model']}, {args.threads} threads, {time.strftime('%Y-%m-%d')}, "
-          f"Qwen2.5-0.5B shape (random), prompt {PROMPT_LEN}, {NEW_TOKENS} greedy tokens, "
+          f"{args.shape} shape (random), prompt {PROMPT_LEN}, {NEW_TOKENS} greedy tokens, "
           f"medians of {args.rounds} alternating rounds")
     print("| file | MiB | cattn prefill / decode | llama.cpp prefill / decode | prefill ratio "
           "| decode ratio | cattn decode / bw limit | cos all / worst | greedy =, of 16 |")

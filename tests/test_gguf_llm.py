@@ -349,3 +349,59 @@ def test_qwen3_folder_matches_transformers(tmp_path):
     # logits move ~30% (int8: ~4%): wired, not garbage (unrelated logits: ~140%)
     i4 = CausalLM.from_pretrained(str(tmp_path), weights="int4")
     assert np.linalg.norm(i4(ids) - want) / np.linalg.norm(want) < 0.4
+
+
+def test_gguf_gpt2_matches_transformers(tmp_path):
+    """A GPT-2 file as llama.cpp's converter writes it (the Conv1D weights
+    transposed to (out, in), attn_qkv fused, output.weight a copy of
+    token_embd, learned positions): logits within 1e-4 of transformers'
+    GPT2LMHeadModel holding the same values, the same greedy tokens."""
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=V, n_embd=64, n_layer=2, n_head=4, n_positions=64,
+                                  initializer_range=0.15)
+    ref = transformers.GPT2LMHeadModel(cfg).eval()
+    with torch.no_grad():
+        for n, p in ref.named_parameters():
+            if n.endswith("bias"):
+                p.normal_(0, 0.3)
+    w = gguf.GGUFWriter(str(tmp_path / "g.gguf"), "gpt2")
+    w.add_context_length(64)
+    w.add_embedding_length(64)
+    w.add_feed_forward_length(256)
+    w.add_block_count(2)
+    w.add_head_count(4)
+    w.add_layer_norm_eps(1e-5)
+    names = {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output",
+             "ln_2": "ffn_norm", "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
+    for hf, t in ref.state_dict().items():
+        a = t.detach().numpy().astype(np.float32)
+        if hf.endswith(".attn.bias") or hf.endswith("masked_bias") or hf == "lm_head.weight":
+            continue
+        if hf == "transformer.wte.weight":
+            w.add_tensor("token_embd.weight", a)
+            w.add_tensor("output.weight", a)
+            continue
+        if hf == "transformer.wpe.weight":
+            w.add_tensor("position_embd.weight", a)
+            continue
+        if hf.startswith("transformer.ln_f."):
+            w.add_tensor("output_norm." + hf.rsplit(".", 1)[1], a)
+            continue
+        i, rest = hf[len("transformer.h."):].split(".", 1)
+        base, part = rest.rsplit(".", 1)
+        if part == "weight" and not base.startswith("ln"):
+            a = np.ascontiguousarray(a.T)                 # Conv1D (in, out) -> (out, in)
+        w.add_tensor(f"blk.{i}.{names[base]}.{part}", a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    lm = CausalLM.from_pretrained(str(tmp_path / "g.gguf"))
+    assert lm.config.architecture == "GPT2LMHeadModel"
+    ids = np.array([[1, 5, 9, 17, 33, 65, 3, 7]])
+    with torch.no_grad():
+        want = ref(torch.from_numpy(ids)).logits.numpy()
+        hf_ids = ref.generate(torch.from_numpy(ids), max_new_tokens=8, do_sample=False,
+                              eos_token_id=None, pad_token_id=0)[0, ids.shape[1]:].tolist()
+    np.testing.assert_allclose(lm(ids), want, rtol=1e-4, atol=1e-4)
+    assert list(lm.generate(ids[0].tolist(), max_new_tokens=8, eos_token_id=[])) == hf_ids

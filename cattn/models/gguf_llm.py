@@ -11,6 +11,8 @@ undone here (`qwen2` files use the half-split rotation Hugging Face uses,
 as stored). What it is not: the GGUF parser, the model, or a tokenizer
 (the file's own tokenizer is not read yet: text needs token ids).
 
+Architectures: llama, qwen2, qwen3 (q/k head norms), gpt2 (learned
+positions, LayerNorm, fused qkv; its Conv1D weights stored transposed).
 Legend: E hidden size, H query heads, Hk key/value heads, D head dim.
 """
 import numpy as np
@@ -22,7 +24,21 @@ __all__ = ["gguf_config", "GGUFCheckpoint", "GGUF_ARCHITECTURES"]
 
 # general.architecture -> the Hugging Face architecture CausalLM builds
 GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                      "qwen3": "Qwen3ForCausalLM"}
+                      "qwen3": "Qwen3ForCausalLM", "gpt2": "GPT2LMHeadModel"}
+
+# GPT-2 (Hugging Face GPT2LMHeadModel names, per layer "transformer.h.{i}." +
+# key) -> llama.cpp's; its converter stores the Conv1D weights transposed,
+# (out, in) as nn.Linear, where the Hugging Face file holds (in, out)
+_GPT2_LAYER = {"ln_1.weight": "attn_norm.weight", "ln_1.bias": "attn_norm.bias",
+               "attn.c_attn.weight": "attn_qkv.weight", "attn.c_attn.bias": "attn_qkv.bias",
+               "attn.c_proj.weight": "attn_output.weight", "attn.c_proj.bias": "attn_output.bias",
+               "ln_2.weight": "ffn_norm.weight", "ln_2.bias": "ffn_norm.bias",
+               "mlp.c_fc.weight": "ffn_up.weight", "mlp.c_fc.bias": "ffn_up.bias",
+               "mlp.c_proj.weight": "ffn_down.weight", "mlp.c_proj.bias": "ffn_down.bias"}
+_GPT2_GLOBAL = {"transformer.wte.weight": "token_embd.weight",
+                "transformer.wpe.weight": "position_embd.weight",
+                "transformer.ln_f.weight": "output_norm.weight",
+                "transformer.ln_f.bias": "output_norm.bias"}
 
 # Hugging Face name (per layer: "model.layers.{i}." + key) -> llama.cpp's
 _LAYER = {"input_layernorm.weight": "attn_norm.weight",
@@ -68,6 +84,19 @@ def gguf_config(f):
         raise ValueError(f"GGUF file {f.path}: rope scaling {arch}.rope.scaling.type "
                          f"{scaling!r} is not supported (supported: none, linear, and "
                          "llama3's rope_freqs.weight)")
+    if arch == "gpt2":
+        d = dict(architectures=["GPT2LMHeadModel"], n_embd=_meta(f, "gpt2.embedding_length"),
+                 n_layer=_meta(f, "gpt2.block_count"), n_head=_meta(f, "gpt2.attention.head_count"),
+                 n_inner=_meta(f, "gpt2.feed_forward_length"),
+                 n_positions=_meta(f, "gpt2.context_length"),
+                 layer_norm_epsilon=_meta(f, "gpt2.attention.layer_norm_epsilon", 1e-5, float),
+                 activation_function="gelu_new",
+                 vocab_size=f.tensors["token_embd.weight"][1][0])
+        for ours, key in (("bos_token_id", "tokenizer.ggml.bos_token_id"),
+                          ("eos_token_id", "tokenizer.ggml.eos_token_id")):
+            if key in f.metadata:
+                d[ours] = _meta(f, key)
+        return d
     E = _meta(f, f"{arch}.embedding_length")
     H = _meta(f, f"{arch}.attention.head_count")
     d = dict(architectures=[GGUF_ARCHITECTURES[arch]], hidden_size=E,
@@ -110,10 +139,18 @@ class GGUFCheckpoint:
 
     def __init__(self, f, config):
         self.file = f
-        self._names = {hf: g for hf, g in _GLOBAL.items()}
+        gpt2 = f.metadata.get("general.architecture") == "gpt2"
+        self._names = dict(_GPT2_GLOBAL if gpt2 else _GLOBAL)
+        self._transposed = set()                   # HF Conv1D names: stored (out, in) here
         for i in range(config.num_layers):
-            for hf, g in _LAYER.items():
-                self._names[f"model.layers.{i}.{hf}"] = f"blk.{i}.{g}"
+            if gpt2:
+                for hf, g in _GPT2_LAYER.items():
+                    self._names[f"transformer.h.{i}.{hf}"] = f"blk.{i}.{g}"
+                    if hf.endswith("weight") and not hf.startswith("ln"):
+                        self._transposed.add(f"transformer.h.{i}.{hf}")
+            else:
+                for hf, g in _LAYER.items():
+                    self._names[f"model.layers.{i}.{hf}"] = f"blk.{i}.{g}"
         llama = f.metadata.get("general.architecture") == "llama"
         H, Hk = config.num_heads, config.num_kv_heads
         self._heads = {}                                   # hf name -> heads to un-permute
@@ -127,11 +164,14 @@ class GGUFCheckpoint:
         return self._names.get(name) in self.file.tensors
 
     def info(self, name):
-        return "F32", self.file.tensors[self._names[name]][1]
+        shape = self.file.tensors[self._names[name]][1]
+        return "F32", tuple(reversed(shape)) if name in self._transposed else shape
 
     def read(self, name, out):
-        # a llama file's q, k rows (h, D/2, 2) as stored -> (h, 2, D/2) as in HF
-        np.copyto(out, self._unpermute(name, self.file.dequantize(self._names[name])))
+        # a llama file's q, k rows (h, D/2, 2) as stored -> (h, 2, D/2) as in HF;
+        # a GPT-2 Conv1D weight back to Hugging Face's (in, out)
+        w = self._unpermute(name, self.file.dequantize(self._names[name]))
+        np.copyto(out, w.T if name in self._transposed else w)
         return out
 
     def packed(self, names):

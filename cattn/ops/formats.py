@@ -272,6 +272,18 @@ class _Panels(WeightFormat):
         """The float32 / float64 panels (bfloat16 widens them)."""
         return data
 
+    def rows(self, data, shape, kc, extra, ids):
+        N, K = shape
+        NR = _ext.gemm_blocks()["f64" if self.compute == np.float64 else "f32"]["NR"]
+        Np = -(-N // NR) * NR
+        jp, j = ids // NR, ids % NR
+        out = np.empty((len(ids), K), self.compute)
+        for pc in range(0, K, kc):
+            k = min(kc, K - pc)
+            blk = data[pc * Np:(pc + k) * Np].reshape(Np // NR, k, NR)
+            out[:, pc:pc + k] = self.panels(blk[jp, :, j])
+        return out
+
     def unpack(self, data, shape, kc, extra):
         N, K = shape
         NR = _ext.gemm_blocks()["f64" if self.compute == np.float64 else "f32"]["NR"]
