@@ -263,8 +263,8 @@ def bare_file(path, arch):
 
 
 def test_gguf_model_errors(tmp_path):
-    with pytest.raises(ValueError, match=r"x.gguf: general.architecture 'gpt2' is not supported"):
-        CausalLM.from_pretrained(bare_file(tmp_path / "x.gguf", "gpt2"))
+    with pytest.raises(ValueError, match=r"x.gguf: general.architecture 'falcon' is not supported"):
+        CausalLM.from_pretrained(bare_file(tmp_path / "x.gguf", "falcon"))
     with pytest.raises(ValueError, match=r"metadata 'llama.embedding_length' is missing"):
         CausalLM.from_pretrained(bare_file(tmp_path / "y.gguf", "llama"))
     ref = hf_model("llama")
