@@ -99,9 +99,20 @@ def test_unsupported_metadata_is_named():
         GGUFTokenizer({k: v for k, v in meta.items() if k != "tokenizer.ggml.merges"})
     with pytest.raises(ValueError, match="token_type"):
         GGUFTokenizer({**meta, "tokenizer.ggml.token_type": [1, 1]})
+    n = len(meta["tokenizer.ggml.tokens"])
+    with pytest.raises(ValueError, match="token_type must hold integers"):
+        GGUFTokenizer({**meta, "tokenizer.ggml.token_type": ["x"] * n})
+    with pytest.raises(ValueError, match="merges do not fit"):
+        GGUFTokenizer({**meta, "tokenizer.ggml.merges": ["zzzq qqqz"]})
+    with pytest.raises(ValueError, match="merges do not fit"):
+        GGUFTokenizer({**meta, "tokenizer.ggml.tokens": ["a"] * n})
+    with pytest.raises(ValueError, match="tokens must be a non-empty list"):
+        GGUFTokenizer({**meta, "tokenizer.ggml.tokens": [], "tokenizer.ggml.token_type": []})
     spm = dict(GGUFFile(vocab_file("llama-spm")).metadata)
     with pytest.raises(ValueError, match="tokenizer.ggml.scores"):
         GGUFTokenizer({**spm, "tokenizer.ggml.scores": [0.0]})
+    with pytest.raises(ValueError, match="scores must hold numbers"):
+        GGUFTokenizer({**spm, "tokenizer.ggml.scores": ["a"] * len(spm["tokenizer.ggml.tokens"])})
 
 
 def test_vocabulary_only_file_has_no_model_but_a_tokenizer():

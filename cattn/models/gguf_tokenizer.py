@@ -64,6 +64,8 @@ class GGUFTokenizer:
             raise ValueError(f"GGUF file {path}: tokenizer.ggml.token_type has "
                              f"{len(types) if isinstance(types, list) else 'no'} entries for "
                              f"{len(tokens)} tokens")
+        if not all(isinstance(t, int) and not isinstance(t, bool) for t in types):
+            raise ValueError(f"GGUF file {path}: tokenizer.ggml.token_type must hold integers")
         self.model, self.vocab_size = model, len(tokens)
         self.pre = meta.get("tokenizer.ggml.pre", "default")
         if model == "gpt2":
@@ -121,7 +123,11 @@ class GGUFTokenizer:
                                  "two tokens separated by a space")
             pairs.append((a, b))
         vocab = {t: i for i, t in reversed(list(enumerate(tokens)))}
-        bpe = tk.models.BPE(vocab, pairs, ignore_merges=self.pre == "llama-bpe")
+        try:
+            bpe = tk.models.BPE(vocab, pairs, ignore_merges=self.pre == "llama-bpe")
+        except Exception as e:              # tokenizers' own error (a merge of unknown tokens)
+            raise ValueError(f"GGUF file {path}: tokenizer.ggml.merges do not fit "
+                             f"tokenizer.ggml.tokens: {e}") from None
         tok = tk.Tokenizer(bpe)
         regex = GGUF_PRE_TOKENIZERS[self.pre]
         if regex is None:
@@ -137,6 +143,8 @@ class GGUFTokenizer:
 
     def _spm(self, tk, meta, tokens, types, path):
         scores = _field(meta, "tokenizer.ggml.scores", path)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in scores):
+            raise ValueError(f"GGUF file {path}: tokenizer.ggml.scores must hold numbers")
         if len(scores) != len(tokens):
             raise ValueError(f"GGUF file {path}: tokenizer.ggml.scores has {len(scores)} "
                              f"entries for {len(tokens)} tokens")
@@ -155,8 +163,12 @@ class GGUFTokenizer:
         merges.sort()
         unk = meta.get("tokenizer.ggml.unknown_token_id", 0)
         unk_tok = tokens[unk] if isinstance(unk, int) and 0 <= unk < len(tokens) else None
-        bpe = tk.models.BPE(vocab, [(m[4], m[5]) for m in merges], unk_token=unk_tok,
-                            fuse_unk=True, byte_fallback=True)
+        try:
+            bpe = tk.models.BPE(vocab, [(m[4], m[5]) for m in merges], unk_token=unk_tok,
+                                fuse_unk=True, byte_fallback=True)
+        except Exception as e:
+            raise ValueError(f"GGUF file {path}: the tokenizer of tokenizer.ggml.tokens / "
+                             f"scores does not build: {e}") from None
         tok = tk.Tokenizer(bpe)
         prefix = meta.get("tokenizer.ggml.add_space_prefix", True)
         steps = ([tk.normalizers.Prepend("\u2581")] if prefix else []) + [
