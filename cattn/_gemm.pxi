@@ -119,8 +119,13 @@ cdef extern from "cattn.h" nogil:
                         int64_t K, int n_threads)
     size_t cattn_q4_packed_bytes(int64_t N, int64_t K)
     uint64_t cattn_read_probe(const void *p, size_t nbytes, int nt) nogil
+    ctypedef struct cattn_q4k_scales:
+        const uint8_t *sc
+        const uint8_t *m
+        const uint16_t *D
+        const uint16_t *Dmin
     int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
-                          const void *mn, int h16, int z, int64_t M, int64_t N, int64_t K,
+                          const void *mn, const cattn_q4k_scales *k, int h16, int z, int64_t M, int64_t N, int64_t K,
                           const float *bias, int act, int n_threads)
     void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
                                   uint8_t *bad, const float *X, int64_t M, int64_t K)
@@ -137,6 +142,7 @@ cdef extern from "cattn.h" nogil:
         const void *mn
         int h16
         const int8_t *sub
+        cattn_q4k_scales k
         int z
     int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,
                             int n_threads)
@@ -152,10 +158,19 @@ cdef const void *_ptr(object a):
 
 
 cdef int _weight(cattn_weight *w, tuple entry) except -1:
-    """Fill *w from entry = (kind, data, scale, colsum, bias, N, K, rsw, csw)
-    (None for what the kind lacks; int4, int8g: colsum is the mins, rsw the
-    zero point, csw the int8g sub-scales or None); w points into entry's arrays."""
-    kind, data, sw, colsum, bias, N, K, rsw, csw = entry
+    """Fill *w from entry = (kind, data, scale, colsum, bias, N, K, rsw, csw[,
+    k]) (None for what the kind lacks; int4, int8g: colsum is the mins, rsw
+    the zero point, csw the int8g sub-scales or None, k int4's two-level
+    scales (sc, m, D, Dmin) or None); w points into entry's arrays."""
+    kind, data, sw, colsum, bias, N, K, rsw, csw = entry[:9]
+    k = entry[9] if len(entry) > 9 else None
+    w.k.sc = w.k.m = NULL
+    w.k.D = w.k.Dmin = NULL
+    if k is not None:
+        w.k.sc = <const uint8_t *>_ptr(k[0])
+        w.k.m = <const uint8_t *>_ptr(k[1])
+        w.k.D = <const uint16_t *>_ptr(k[2])
+        w.k.Dmin = <const uint16_t *>_ptr(k[3])
     w.kind = kind
     w.P = _ptr(data)
     w.sw = <const float *>_ptr(sw)
@@ -165,7 +180,7 @@ cdef int _weight(cattn_weight *w, tuple entry) except -1:
     w.sub = NULL
     if kind == CATTN_W_INT4 or kind == CATTN_W_INT8G:
         w.mn = _ptr(colsum)
-        w.h16 = (<cnp.ndarray>sw).dtype.itemsize == 2
+        w.h16 = sw is not None and (<cnp.ndarray>sw).dtype.itemsize == 2
         w.colsum = NULL
         w.z = rsw
         w.sub = <const int8_t *>_ptr(csw)

@@ -157,7 +157,8 @@ int cattn_qgemm_i32(int32_t *acc, const uint8_t *qa, const int8_t *P, int64_t M,
  * d[j, g] (q[j, k] - z)), q in [0, 15]. P: ceil(N/16) panels of G =
  * ceil(K/32) groups of 256 bytes (dispatch.h, cattn_ukr_q4_t, states a
  * group's bytes; cattn_q4_packed_bytes in all; 0 past N and K); d, mn:
- * (ceil(N/16), G, 16) float32. Each row of x is quantized in groups of 32
+ * (ceil(N/16), G, 16) float32 (h16 = 0) or float16 (h16 = 1), finite, or
+ * k's two-level scales. Each row of x is quantized in groups of 32
  * (cattn_quantize_q8_blocks) and the result is the micro-kernel's formula;
  * a row holding NaN or +-inf gives NaN in every output of that row. */
 size_t cattn_q4_packed_bytes(int64_t N, int64_t K);
@@ -169,9 +170,18 @@ size_t cattn_q8g_packed_bytes(int64_t N, int64_t K);
 int cattn_linear_int8g(float *C, const float *A, const uint8_t *P, const void *d,
                        const void *mn, const int8_t *sub, int h16, int z, int64_t M, int64_t N,
                        int64_t K, const float *bias, int act, int n_threads);
+/* int4's two-level scales (GGUF Q4_K: 4.6 bits a weight instead of 6): per
+ * panel and group, d = D sc and mn = -(Dmin m) (float32 products, exact),
+ * D, Dmin float16 per 8 groups. sc, m: (ceil(N/16), G, 16) u8; D, Dmin:
+ * (ceil(N/16), G/8, 16) float16 bits; G a multiple of 8. With them, d and mn
+ * are NULL and the result is the float32-scale weight's, bit for bit. */
+typedef struct {
+    const uint8_t *sc, *m;
+    const uint16_t *D, *Dmin;
+} cattn_q4k_scales;
 int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
-                      const void *mn, int h16, int z, int64_t M, int64_t N, int64_t K,
-                      const float *bias, int act, int n_threads);
+                      const void *mn, const cattn_q4k_scales *k, int h16, int z, int64_t M,
+                      int64_t N, int64_t K, const float *bias, int act, int n_threads);
 /* The activations' quantization (a test hook; rows of K contiguous): per
  * row and group g of 32 (0 past K), amax = max |x|; sx = (float)(amax / 127)
  * (in double); qx = rint(x *f (127 /f amax)) in [-127, 127] (for amax <
@@ -215,6 +225,7 @@ typedef struct {
     const void *mn;             /* int4: the groups' mins, or NULL (then z) */
     int h16;                    /* int4: sw and mn are float16 (else float32) */
     const int8_t *sub;          /* int8g: sub-scales per 16, or NULL */
+    cattn_q4k_scales k;         /* int4: two-level scales (k.sc NULL: none) */
     int z;                      /* int4: the zero point without mins (0 or 8) */
 } cattn_weight;
 int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,

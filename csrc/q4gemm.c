@@ -107,11 +107,22 @@ void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16,
                                        sxs + i * G, X + i * K, K);
 }
 
+/* float16 bits -> float32, exact for finite values (the bits shifted into
+ * float32's fields are the value times 2^-112) */
+static inline float h2f(uint16_t h)
+{
+    const uint32_t u = (uint32_t)(h & 0x8000u) << 16 | (uint32_t)(h & 0x7FFFu) << 13;
+    float f;
+    memcpy(&f, &u, 4);
+    return f * 0x1p112f;
+}
+
 typedef struct {
     float *C;
     const int8_t *qx; const float *sx; const int32_t *xs; const int32_t *xs16; const float *sxs;
     const uint8_t *bad;
     const uint8_t *P; const void *d; const void *mn; const int8_t *sub; int h16, z, bits;
+    const cattn_q4k_scales *k; float *kbuf;      /* two-level scales; per thread 2 G 16 floats */
     const float *bias; int act;
     int64_t M, N, G;
 } q4_args;
@@ -125,12 +136,24 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
         const int64_t c0 = p * NR, nc = cattn_min64(NR, a->N - c0);
         const uint8_t *b = a->P + p * G * (a->bits == 4 ? 256 : 512);
         const size_t off = (size_t)(p * G * NR) * (a->h16 ? 2 : 4);
-        const void *d = (const char *)a->d + off;
+        const void *d = a->d ? (const char *)a->d + off : NULL;
         const void *mn = a->mn ? (const char *)a->mn + off : NULL;
+        if (a->k) {      /* d = D sc, mn = -(Dmin m): the float32 values, exactly */
+            float *dd = a->kbuf + (size_t)(2 * G * NR) * CATTN_TID(), *mm = dd + G * NR;
+            const uint8_t *sc = a->k->sc + p * G * NR, *mc = a->k->m + p * G * NR;
+            const uint16_t *D = a->k->D + p * (G / 8) * NR, *Dm = a->k->Dmin + p * (G / 8) * NR;
+            for (int64_t g = 0; g < G; g++)
+                for (int j = 0; j < NR; j++) {
+                    dd[g * NR + j] = h2f(D[(g / 8) * NR + j]) * (float)sc[g * NR + j];
+                    mm[g * NR + j] = -(h2f(Dm[(g / 8) * NR + j]) * (float)mc[g * NR + j]);
+                }
+            d = dd;
+            mn = mm;
+        }
         for (int64_t r = 0; r < a->M; r += MR) {
             const int m = (int)cattn_min64(MR, a->M - r);
             if (a->bits == 4)
-                cattn_kt.ukr_q4(G, b, d, mn, a->h16, a->z, m, a->qx + r * Kp, Kp, a->sx + r * G,
+                cattn_kt.ukr_q4(G, b, d, mn, a->k ? 0 : a->h16, a->z, m, a->qx + r * Kp, Kp, a->sx + r * G,
                                 a->xs + r * G, a->sxs + r * G, G, buf, NR);
             else
                 cattn_kt.ukr_q8g(G, b, d, mn, a->sub ? a->sub + p * G * 2 * NR : NULL, a->h16,
@@ -152,8 +175,9 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
 }
 
 static int linear_groups(float *C, const float *A, const uint8_t *P, const void *d,
-                         const void *mn, const int8_t *sub, int h16, int z, int bits, int64_t M,
-                         int64_t N, int64_t K, const float *bias, int act, int n_threads)
+                         const void *mn, const int8_t *sub, const cattn_q4k_scales *k, int h16,
+                         int z, int bits, int64_t M, int64_t N, int64_t K, const float *bias,
+                         int act, int n_threads)
 {
     cattn_init();
     if (M <= 0 || N <= 0) return CATTN_OK;
@@ -180,8 +204,14 @@ static int linear_groups(float *C, const float *A, const uint8_t *P, const void 
     int64_t chunk = np / (4 * (int64_t)nt);
     chunk = chunk < 1 ? 1 : chunk > 8 ? 8 : chunk;
     const int64_t ntask = cattn_cdiv(np, chunk);
-    const q4_args g = {C, qx, sx, xs, xs16, sxs, bad, P, d, mn, sub, h16, z, bits, bias, act,
-                       M, N, G};
+    float *kbuf = NULL;
+    if (k) {
+        if (G % 8) { cattn_aligned_free(mem); return CATTN_EKIND; }
+        kbuf = cattn_aligned_alloc(sizeof(float) * (size_t)(2 * G * NR) * (size_t)nt);
+        if (!kbuf) { cattn_aligned_free(mem); return CATTN_ENOMEM; }
+    }
+    const q4_args g = {C, qx, sx, xs, xs16, sxs, bad, P, d, mn, sub, h16, z, bits, k, kbuf,
+                       bias, act, M, N, G};
     const int quant_in_region = nt > 1 && M >= 8;
     if (!quant_in_region)
         for (int64_t i = 0; i < M; i++)
@@ -203,20 +233,21 @@ static int linear_groups(float *C, const float *A, const uint8_t *P, const void 
             q4_task(&g, t * chunk, cattn_min64(np, (t + 1) * chunk));
     }
     cattn_region_end(&reg);
+    cattn_aligned_free(kbuf);
     cattn_aligned_free(mem);
     return CATTN_OK;
 }
 
 int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
-                      const void *mn, int h16, int z, int64_t M, int64_t N, int64_t K,
-                      const float *bias, int act, int n_threads)
+                      const void *mn, const cattn_q4k_scales *k, int h16, int z, int64_t M,
+                      int64_t N, int64_t K, const float *bias, int act, int n_threads)
 {
-    return linear_groups(C, A, P, d, mn, NULL, h16, z, 4, M, N, K, bias, act, n_threads);
+    return linear_groups(C, A, P, d, mn, NULL, k, h16, z, 4, M, N, K, bias, act, n_threads);
 }
 
 int cattn_linear_int8g(float *C, const float *A, const uint8_t *P, const void *d,
                        const void *mn, const int8_t *sub, int h16, int z, int64_t M, int64_t N,
                        int64_t K, const float *bias, int act, int n_threads)
 {
-    return linear_groups(C, A, P, d, mn, sub, h16, z, 8, M, N, K, bias, act, n_threads);
+    return linear_groups(C, A, P, d, mn, sub, NULL, h16, z, 8, M, N, K, bias, act, n_threads);
 }

@@ -16,8 +16,8 @@ int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t
         return cattn_linear_int8(y, w->N, 1, x, w->K, 1, (const int8_t *)w->P, w->sw, w->colsum,
                                  M, w->N, w->K, w->bias, act, n_threads);
     case CATTN_W_INT4:
-        return cattn_linear_int4(y, x, (const uint8_t *)w->P, w->sw, w->mn, w->h16, w->z, M,
-                                 w->N, w->K,
+        return cattn_linear_int4(y, x, (const uint8_t *)w->P, w->sw, w->mn,
+                                 w->k.sc ? &w->k : NULL, w->h16, w->z, M, w->N, w->K,
                                  w->bias, act, n_threads);
     case CATTN_W_INT8G:
         return cattn_linear_int8g(y, x, (const uint8_t *)w->P, w->sw, w->mn, w->sub, w->h16, w->z,

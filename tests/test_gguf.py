@@ -303,8 +303,10 @@ def test_random_byte_changes_never_crash(tmp_path):
     meta = [("add_string", "general.name", "fuzz"), ("add_uint32", "x.n", 7),
             ("add_array", "x.list", ["a", "bc", "def"])]
     src = write(tmp_path / "f.gguf", tensors, meta)
+    # run from tmp_path: from the repository root the unbuilt source tree
+    # would shadow the installed cattn (CI runs the tests on an install)
     r = subprocess.run([sys.executable, "-c", FUZZ_SCRIPT, src, "10000", "1"],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
     counts = eval(r.stdout.strip().splitlines()[-1])
     assert sum(counts.values()) == 10000 and counts["ValueError"] > 500 and counts["ok"] > 500

@@ -201,14 +201,19 @@ def test_cli_generate_and_chat(tmp_path):
     msgs = [{"role": "user", "content": "hi"}]
     reply = lm.chat(msgs, max_new_tokens=5)
     cont = lm.generate("hi there", max_new_tokens=4)
+    # (run from tmp_path: from the repository root the unbuilt source tree
+    # would shadow the installed cattn, as CI runs the tests)
     r = subprocess.run([sys.executable, "-m", "cattn", "generate", path, "hi there",
-                        "--max-new-tokens", "4"], capture_output=True, text=True, timeout=120)
+                        "--max-new-tokens", "4"], capture_output=True, text=True, timeout=120,
+                       cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("hi there" + cont)
     r = subprocess.run([sys.executable, "-m", "cattn", "chat", path, "--max-new-tokens", "5"],
-                       input="hi\n/reset\nhi\n", capture_output=True, text=True, timeout=120)
+                       input="hi\n/reset\nhi\n", capture_output=True, text=True, timeout=120,
+                       cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.count(reply) >= 2 and "(conversation reset)" in r.stdout
     r = subprocess.run([sys.executable, "-m", "cattn", "chat", str(tmp_path / "absent.gguf")],
-                       input="", capture_output=True, text=True, timeout=120)
+                       input="", capture_output=True, text=True, timeout=120,
+                       cwd=str(tmp_path))
     assert r.returncode == 2 and "cattn: error:" in r.stderr and "Traceback" not in r.stderr

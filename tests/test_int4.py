@@ -502,3 +502,34 @@ def test_rows_equal_unpack(rng, fmt):
         p.rows([37])
     with pytest.raises(TypeError, match="integers"):
         p.rows([1.0])
+
+
+@pytest.mark.parametrize("M,N,K", [(1, 20, 256), (6, 33, 512), (13, 17, 768)])
+def test_two_level_scales_equal_the_float32_ones(rng, M, N, K):
+    """int4 with GGUF Q4_K's two-level scales (D, Dmin float16 per 256, sc,
+    m 6-bit per 32) holds d = D sc, mn = -(Dmin m): the same values and the
+    same linear bits as the float32-scale weight, in fewer bytes; rows,
+    round trips and threads as every format."""
+    q = rng.integers(0, 16, (N, K)).astype(np.uint8)
+    D = (rng.random((N, K // 256)) * 0.01).astype(np.float16)
+    Dm = (rng.random((N, K // 256)) * 0.01).astype(np.float16)
+    sc = rng.integers(0, 64, (N, K // 32)).astype(np.uint8)
+    m = rng.integers(0, 64, (N, K // 32)).astype(np.uint8)
+    two = PackedWeight.from_arrays(formats.int4_k_arrays(q, D, Dm, sc, m))
+    d = np.repeat(D.astype(F32), 8, axis=1) * sc.astype(F32)
+    mn = -(np.repeat(Dm.astype(F32), 8, axis=1) * m.astype(F32))
+    one = PackedWeight.from_arrays(formats.int4_arrays(q, d, mn, 0))
+    np.testing.assert_array_equal(two.unpack(), one.unpack())
+    x = randn(rng, (M, K))
+    np.testing.assert_array_equal(cattn.linear(x, two), cattn.linear(x, one))
+    np.testing.assert_array_equal(cattn.linear(x, two), linear_formula(x, q, d, mn, 0))
+    np.testing.assert_array_equal(threads_bitwise(cattn.linear, x, two), cattn.linear(x, two))
+    assert two.nbytes < one.nbytes * 0.8
+    ids = np.array([0, N - 1, 3])
+    np.testing.assert_array_equal(two.rows(ids), one.unpack()[ids])
+    back = PackedWeight.from_arrays(two.to_arrays())
+    np.testing.assert_array_equal(cattn.linear(x, back), cattn.linear(x, two))
+    bad = two.to_arrays()
+    bad["kd"] = bad["kd"][:, :0]
+    with pytest.raises(ValueError, match="'kd'"):
+        PackedWeight.from_arrays(bad)

@@ -28,7 +28,7 @@ import struct
 
 import numpy as np
 
-from ..ops.formats import int4_arrays, int8g_arrays
+from ..ops.formats import int4_arrays, int4_k_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
 from .gguf_tokenizer import GGUFTokenizer
 
@@ -236,6 +236,24 @@ class GGUFFile:
             return None
         return q, d, mn, 8 if tname == "Q4_0" else 0
 
+    def int4_k_parts(self, name):
+        """(q uint8 (N, K), D, Dmin float16 (N, K/256), sc, m uint8 (N, K/32))
+        of a 2-D Q4_K tensor as stored (values (D sc) q - (Dmin m)), or None
+        for another type or a scale that is not finite."""
+        self.raw(name)
+        tname, shape = self.tensors[name]
+        if tname != "Q4_K" or len(shape) != 2:
+            return None
+        N, K = shape
+        b = self.raw(name).reshape(-1, 144)
+        h = np.ascontiguousarray(b[:, :4]).view("<f2").astype(np.float16)
+        if not np.isfinite(h).all():
+            return None
+        sc, m = _scale_min_k4(b[:, 4:16])
+        q = _k4_values(b[:, 16:]).reshape(N, K)
+        return (q, h[:, 0].reshape(N, K // 256), h[:, 1].reshape(N, K // 256),
+                sc.astype(np.uint8).reshape(N, K // 32), m.astype(np.uint8).reshape(N, K // 32))
+
     def int8g_parts(self, name):
         """(u uint8 (N, K), d (N, K/32), mn or None, sub or None, z) with
         values (d sub) (u - z) + mn equal to dequantize(name), for a 2-D
@@ -292,7 +310,7 @@ class GGUFFile:
         """Tensor `name` (2-D: rows = outputs) as the cattn.PackedWeight that
         holds its values exactly, in the narrowest cattn format that does:
         Q4_0, Q4_1, Q4_K -> "int4" (the blocks' scales and 4-bit values as
-        they are); Q8_0, Q5_0, Q5_1, Q5_K, Q6_K -> "int8g" (8-bit values with
+        they are; Q4_K with its two-level scales); Q8_0, Q5_0, Q5_1, Q5_K, Q6_K -> "int8g" (8-bit values with
         the blocks' scales); BF16 -> "bfloat16"; F32, F16 -> "float32" (a
         quantized tensor whose scales are not finite too). weight(name).unpack() equals
         dequantize(name)."""
@@ -301,6 +319,9 @@ class GGUFFile:
         if len(shape) != 2:
             raise ValueError(f"GGUF file {self.path}: tensor {name!r} has shape {shape}; a "
                              "weight is 2-D (rows = outputs)")
+        parts = self.int4_k_parts(name)                # Q4_K: its two-level scales
+        if parts is not None:
+            return PackedWeight.from_arrays(int4_k_arrays(*parts))
         parts = self.int4_parts(name)
         if parts is not None:
             return PackedWeight.from_arrays(int4_arrays(*parts))

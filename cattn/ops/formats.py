@@ -388,15 +388,34 @@ class _Int4(WeightFormat):
         return self._extra(d, mn, 0, W.shape[0])
 
     @staticmethod
-    def _extra(d, mn, z, N):
+    def _extra(d, mn, z, N, k=None):
+        """k: the two-level scales (sc, m (N, G) u8; D, Dmin (N, G/8) float16):
+        d = D sc, mn = -(Dmin m) per group (GGUF Q4_K), kept in 4.6 bits a weight."""
+        if k is not None:
+            return {"scale": None, "min": None, "zero": 0,
+                    "k": tuple(_group_panels(np.asarray(a), N) for a in k)}
         return {"scale": _group_panels(d, N), "min": None if mn is None else _group_panels(mn, N),
                 "zero": int(z)}
+
+    @staticmethod
+    def _k_values(k, N, G, rows=None):
+        """(d, mn) float32 (n, G) of the two-level scales (panels), rows all or given."""
+        P = -(-N // _Q4_NR)
+        rows = np.arange(N) if rows is None else rows
+        p, j = rows // _Q4_NR, rows % _Q4_NR
+        sc, m = (a.reshape(P, G, _Q4_NR)[p, :, j].astype(np.float32) for a in k[:2])
+        D, Dm = (a.reshape(P, G // 8, _Q4_NR)[p, :, j].astype(np.float32) for a in k[2:])
+        g8 = np.arange(G) // 8
+        return D[:, g8] * sc, -(Dm[:, g8] * m)
 
     def unpack(self, data, shape, kc, extra):
         N, K = shape
         G = -(-K // _Q4_G)
         q = int4_unpanel(data, N, K).astype(np.float32)
         idx = np.arange(K) // _Q4_G
+        if extra.get("k") is not None:
+            d, mn = self._k_values(extra["k"], N, G)
+            return d[:, idx] * q + mn[:, idx]
         d = _group_unpanel(extra["scale"], N, G)[:, idx].astype(np.float32)
         if extra["min"] is None:
             return d * (q - np.float32(extra["zero"]))
@@ -407,6 +426,9 @@ class _Int4(WeightFormat):
         N, K = shape
         G, P = -(-K // _Q4_G), -(-N // _Q4_NR)
         p, j, g = ids // _Q4_NR, ids % _Q4_NR, np.arange(K) // _Q4_G
+        if extra.get("k") is not None:
+            d, mn = self._k_values(extra["k"], N, G, ids)
+            return d[:, g], mn[:, g]
 
         def pick(a):
             return a.reshape(P, G, _Q4_NR)[p, :, j][:, g].astype(np.float32)
@@ -424,6 +446,11 @@ class _Int4(WeightFormat):
     def saved_extra(self, extra, shape):
         N, K = shape
         G = -(-K // _Q4_G)
+        if extra.get("k") is not None:
+            sc, m, D, Dm = extra["k"]
+            return {"ksc": _group_unpanel(sc, N, G).copy(), "kmin": _group_unpanel(m, N, G).copy(),
+                    "kd": _group_unpanel(D, N, G // 8).copy(),
+                    "kdmin": _group_unpanel(Dm, N, G // 8).copy(), "zero": np.array(0, np.int64)}
         out = {"scale": _group_unpanel(extra["scale"], N, G).copy(),
                "zero": np.array(extra["zero"], np.int64)}
         if extra["min"] is not None:
@@ -441,6 +468,19 @@ class _Int4(WeightFormat):
                 return None
 
         scale, mn, z = get("scale"), get("min"), get("zero")
+        if get("ksc") is not None:                     # two-level scales (Q4_K)
+            want = {"ksc": (np.uint8, (N, G)), "kmin": (np.uint8, (N, G)),
+                    "kd": (np.float16, (N, G // 8)), "kdmin": (np.float16, (N, G // 8))}
+            parts = []
+            for name, (dt, shp) in want.items():
+                a = get(name)
+                if (a is None or a.dtype != dt or a.shape != shp or G % 8
+                        or (dt == np.float16 and not np.all(np.isfinite(a)))):
+                    raise ValueError(f"{op}: an int4 weight with two-level scales needs {name!r}: "
+                                     f"{np.dtype(dt).name} of shape {shp} (finite; groups a "
+                                     f"multiple of 8), got {show(a)}")
+                parts.append(a)
+            return self._extra(None, None, 0, N, k=parts)
         for name, a in (("scale", scale), ("min", mn)):
             if a is None and name == "min":
                 continue
@@ -460,7 +500,7 @@ class _Int4(WeightFormat):
 
     def entry(self, data, extra, shape, bias):
         return (self.kind, data, extra["scale"], extra["min"], bias, shape[0], shape[1],
-                extra["zero"], None)
+                extra["zero"], None, extra.get("k"))
 
 
 def int4_arrays(q, d, mn=None, z=0):
@@ -611,6 +651,18 @@ class _Int8G(_Int4):
     def entry(self, data, extra, shape, bias):
         return (self.kind, data, extra["scale"], extra["min"], bias, shape[0], shape[1],
                 extra["zero"], extra["sub"])
+
+
+def int4_k_arrays(q, D, Dmin, sc, m):
+    """The to_arrays() dict of the int4 weight with two-level scales: values
+    (D sc) q - (Dmin m) per group of 32 (D, Dmin float16 (N, K/256); sc, m
+    uint8 (N, K/32)): GGUF's Q4_K blocks as stored, 4.6 bits a weight."""
+    q = np.asarray(q, np.uint8)
+    N, K = q.shape
+    return {"format": np.array("int4"), "shape": np.array((N, K), np.int64),
+            "kc": np.array(0, np.int64), "data": int4_panels(q), "zero": np.array(0, np.int64),
+            "ksc": np.asarray(sc, np.uint8), "kmin": np.asarray(m, np.uint8),
+            "kd": np.asarray(D, np.float16), "kdmin": np.asarray(Dmin, np.float16)}
 
 
 def int8g_arrays(u, d, mn=None, sub=None, z=0):

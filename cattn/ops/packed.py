@@ -73,8 +73,13 @@ class PackedWeight:
     @property
     def nbytes(self):
         """Bytes of the packed data and of the format's extra arrays (int8's scales)."""
-        return self._data.nbytes + sum(a.nbytes for k, a in self._extra.items()
-                                    if k in ("scale", "min", "sub") and a is not None)
+        total = self._data.nbytes
+        for k, a in self._extra.items():
+            if k in ("scale", "min", "sub") and a is not None:
+                total += a.nbytes
+            elif k == "k" and a is not None:               # int4's two-level scales
+                total += sum(x.nbytes for x in a)
+        return total
 
     def __repr__(self):
         return f"PackedWeight(shape={self._shape}, format={str(self._format)!r}, nbytes={self.nbytes})"
