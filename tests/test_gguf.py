@@ -310,3 +310,21 @@ def test_random_byte_changes_never_crash(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     counts = eval(r.stdout.strip().splitlines()[-1])
     assert sum(counts.values()) == 10000 and counts["ValueError"] > 500 and counts["ok"] > 500
+
+
+def test_q4k_two_level_parts_hold_the_blocks(tmp_path):
+    """int4_k_parts: a Q4_K tensor's scales as stored (D, Dmin, sc, m), as an
+    int4 weight with two-level scales (int4_k_arrays): gguf-py's values bit
+    for bit, in fewer bytes than weight()'s float32 scales."""
+    from cattn.ops.formats import int4_k_arrays
+    from cattn.ops.packed import PackedWeight
+    rng = np.random.default_rng(9)
+    raw = random_blocks("Q4_K", (20, 512), rng)
+    blocks = raw.reshape(-1, 144)
+    blocks[:, :4] = (rng.standard_normal((len(blocks), 2)) * 0.05).astype(np.float16).view(np.uint8)
+    f = GGUFFile(write(tmp_path / "q.gguf", [("w", "Q4_K", (20, 512), raw)]))
+    two = PackedWeight.from_arrays(int4_k_arrays(*f.int4_k_parts("w")))
+    want = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q4_K).astype(np.float32)
+    np.testing.assert_array_equal(two.unpack().view(np.uint32), want.view(np.uint32))
+    assert two.nbytes < f.weight("w").nbytes
+    assert f.int4_k_parts("w") is not None and GGUFFile.int4_k_parts(f, "w")[0].shape == (20, 512)

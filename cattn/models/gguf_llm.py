@@ -17,7 +17,7 @@ Legend: E hidden size, H query heads, Hk key/value heads, D head dim.
 """
 import numpy as np
 
-from ..ops.formats import int4_arrays, int4_k_arrays, int8g_arrays
+from ..ops.formats import int4_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
 
 __all__ = ["gguf_config", "GGUFCheckpoint", "GGUF_ARCHITECTURES"]
@@ -190,12 +190,6 @@ class GGUFCheckpoint:
         if types == {"BF16"}:
             rows = [self._unpermute(n, self.file.dequantize(self._names[n])) for n in names]
             return pack_weight(np.concatenate(rows), "bfloat16")
-        if types == {"Q4_K"}:                       # all Q4_K: the two-level scales as stored
-            ks = [self.file.int4_k_parts(g) for g in gnames]
-            if all(k is not None for k in ks):
-                cols = [np.concatenate([self._unpermute(n, k[i]) for n, k in zip(names, ks)])
-                        for i in range(5)]
-                return PackedWeight.from_arrays(int4_k_arrays(*cols))
         four = [self.file.int4_parts(g) for g in gnames]
         if all(p is not None for p in four):
             parts = [(q, d, mn, None, z) for q, d, mn, z in four]
