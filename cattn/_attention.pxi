@@ -32,6 +32,7 @@ cdef extern from "cattn.h" nogil:
         double scale
         int causal
         int64_t shift
+        const int64_t *slen
     int cattn_attention_f32(cattn_attn_args *args, int n_threads)
     int cattn_attention_f64(cattn_attn_args *args, int n_threads)
 
@@ -90,6 +91,7 @@ cdef int _attn_args(cattn_attn_args *a, object plan, cnp.ndarray O, cnp.ndarray 
     a.scale = plan.scale
     a.causal = 1 if plan.causal else 0
     a.shift = plan.shift
+    a.slen = NULL
     return 0
 
 

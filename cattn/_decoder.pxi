@@ -94,14 +94,18 @@ cdef class DecoderStack:
 
     def step(self, cnp.ndarray x, int64_t B, int64_t L, list kcache, list vcache,
              int64_t start, int64_t max_len, object pos, object cos, object sin, object mask,
-             int64_t msb, int64_t rsm, int64_t csm, int nt):
+             int64_t msb, int64_t rsm, int64_t csm, int nt, object lens=None):
         """Run every layer on x (T, E) (IN/OUT: the residual stream, updated
         in place), the rows of B sequences of L new tokens each.
         kcache, vcache: per layer the (B, Hk, max_len, D) key and value
         arrays, holding `start` positions; rows start..start+L-1 are written.
         pos: (T,) int64 rotary positions into the (n, D/2) cos / sin tables
         (None without rotary). mask: None (causal) or the bool bytes with
-        element (b, i, s) at b*msb + i*rsm + s*csm (True = attend)."""
+        element (b, i, s) at b*msb + i*rsm + s*csm (True = attend).
+        lens: None, or a ragged decode step (L = 1, mask None): (B,) int64,
+        sequence b holds lens[b] positions (start = max(lens)), its row is
+        written at lens[b] and attends to its first lens[b] + 1 keys; each
+        sequence gets the bits it gets alone (its own start)."""
         cdef int64_t E = self.E, H = self.H, Hk = self.Hk, D = self.D, F = self.F
         cdef int64_t T = B * L, Wq = (H + 2 * Hk) * D, HD = H * D, group = H // Hk
         cdef int64_t nkv = B * Hk, nq = nkv * group, b, k, g, i, S = start + L
@@ -133,6 +137,13 @@ cdef class DecoderStack:
         cdef int64_t *offo = off + nq
         cdef int64_t *offm = off + 2 * nq
         cdef int64_t *offk = off + 3 * nq
+        cdef int64_t *slen = off + 3 * nq + nkv           # ragged: each unit's keys
+        cdef const int64_t *plen = <const int64_t *>_ptr(lens)
+        if plen != NULL:
+            S = start + 1
+            for b in range(B):
+                for k in range(Hk):
+                    slen[b * Hk + k] = plen[b] + 1
         try:
             for i in range(self.n_layers):
                 kv[2 * i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>kcache[i])
@@ -172,6 +183,7 @@ cdef class DecoderStack:
             a.scale = self.scale
             a.causal = 1 if mask is None else 0
             a.shift = start
+            a.slen = slen if plen != NULL else NULL
             with nogil:
                 for i in range(self.n_layers):
                     ly = &self.L[i]
@@ -190,9 +202,18 @@ cdef class DecoderStack:
                         if st: break
                     if rope:
                         cattn_rope_f32(pqkv, T, Wq, H + Hk, D, ppos, pcos, psin)
-                    cattn_kv_append_f32(kv[2 * i], B, Hk, max_len, D, start, pqkv + HD, L, Wq)
-                    cattn_kv_append_f32(kv[2 * i + 1], B, Hk, max_len, D, start,
-                                        pqkv + HD + Hk * D, L, Wq)
+                    if plen == NULL:
+                        cattn_kv_append_f32(kv[2 * i], B, Hk, max_len, D, start, pqkv + HD,
+                                            L, Wq)
+                        cattn_kv_append_f32(kv[2 * i + 1], B, Hk, max_len, D, start,
+                                            pqkv + HD + Hk * D, L, Wq)
+                    else:                           # each sequence at its own length
+                        for b in range(B):
+                            cattn_kv_append_f32(kv[2 * i] + b * Hk * max_len * D, 1, Hk,
+                                                max_len, D, plen[b], pqkv + b * Wq + HD, 1, Wq)
+                            cattn_kv_append_f32(kv[2 * i + 1] + b * Hk * max_len * D, 1, Hk,
+                                                max_len, D, plen[b], pqkv + b * Wq + HD + Hk * D,
+                                                1, Wq)
                     a.K = kv[2 * i]
                     a.V = kv[2 * i + 1]
                     st = cattn_attention_f32(&a, nt)

@@ -18,6 +18,7 @@ cnp.import_array()
 cdef extern from "cattn.h" nogil:
     int CATTN_OK
     int CATTN_ENOMEM
+    int CATTN_EARGS
     void cattn_init()
     const char *cattn_kernel_path()
     const char *cattn_int8_kernel()
@@ -33,11 +34,15 @@ cdef extern from "cattn.h" nogil:
 
 cdef extern from "config.h":
     int CATTN_MR_F32, CATTN_NR_F32, CATTN_MR_F64, CATTN_NR_F64
+    int CATTN_DECODE_MAX_ROWS
 
 cattn_init()
 
 # The activations of the GEMM epilogue and of cattn_act_* (csrc/cattn.h
 # CATTN_ACT_*), by the names the Python API takes; ordered by code.
+# the most query rows per kv head a decode step (and a ragged one) takes
+DECODE_MAX_ROWS = CATTN_DECODE_MAX_ROWS
+
 ACT_CODES = {"none": CATTN_ACT_NONE, "relu": CATTN_ACT_RELU, "gelu": CATTN_ACT_GELU,
              "gelu_tanh": CATTN_ACT_GELU_TANH, "silu": CATTN_ACT_SILU}
 
@@ -56,6 +61,9 @@ cdef inline int _check(int status) except -1:
         return 0
     if status == CATTN_ENOMEM:
         raise MemoryError("cattn: out of memory for kernel scratch")
+    if status == CATTN_EARGS:
+        raise ValueError("cattn: a ragged decode step needs at most "
+                         "CATTN_DECODE_MAX_ROWS query rows per kv head")
     raise RuntimeError(f"cattn: kernel failed with status {status}")
 
 

@@ -19,6 +19,7 @@ static int attention_run(cattn_attn_args *g, const cattn_attn_kernels *k, size_t
 {
     const int64_t rows = g->group * g->L;
     const int decode = !g->W && g->L <= CATTN_DECODE_MAX_ROWS;
+    if (g->slen && !(decode && rows <= CATTN_DECODE_MAX_ROWS)) return CATTN_EARGS;
     const int64_t nuq = g->nkv * g->group, nqb = cattn_cdiv(g->L, k->br);
     cattn_attn_run run = {g, cattn_cdiv(g->S, k->bc), NULL, NULL, cattn_cdiv(g->S, CATTN_DECODE_CHUNK),
                           NULL};

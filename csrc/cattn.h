@@ -16,6 +16,7 @@
 #define CATTN_OK 0
 #define CATTN_ENOMEM 1
 #define CATTN_EKIND 2   /* cattn_linear_weight: no such weight kind */
+#define CATTN_EARGS 3   /* arguments the kernel does not take (cattn_attn_args.slen) */
 
 /* epilogue activations, applied after bias while the C tile is in cache */
 #define CATTN_ACT_NONE 0
@@ -245,6 +246,10 @@ int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t
  *   causal: key s visible to row i iff s <= i + shift
  *   W: NULL, or the probabilities (L, S) at W + offw[u*group+g] rows rsw,
  *     in which case O is not computed (attention_weights).
+ *   slen: NULL, or per unit its own key count S_u <= S (a ragged decode
+ *     step: the keys of unit u are its first S_u; taken on the decode path
+ *     only, L * group <= CATTN_DECODE_MAX_ROWS, without W, else
+ *     CATTN_EARGS). Unit u gives the bits it gives alone with S = S_u.
  * A row with no visible key gives 0; masked keys never contribute, even
  * when their K or V holds NaN. */
 #define CATTN_MASK_NONE 0
@@ -259,6 +264,7 @@ typedef struct {
     void *W; const int64_t *offw; int64_t rsw;
     int64_t nkv, group, L, S, E, Ev;
     double scale; int causal; int64_t shift;
+    const int64_t *slen;
 } cattn_attn_args;
 
 int cattn_attention_f32(cattn_attn_args *args, int n_threads);

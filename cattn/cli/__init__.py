@@ -7,6 +7,7 @@ subcommand table and the one `--threads` option. One module per concern:
     models.py   cattn embed | similarity | attention   the sentence encoder
     generate.py cattn generate    a decoder LLM continues a prompt (streamed)
     chat.py     cattn chat        an interactive chat with a decoder LLM (streamed)
+    serve.py    cattn serve       the OpenAI-compatible HTTP server (cattn.server)
     distributed.py   cattn embed --workers N | --scheduler ADDR   (cattn.distributed, Dask)
 
 Each module has `add_command(sub)` (models.py: `add_commands`) that
@@ -17,7 +18,7 @@ import os
 import sys
 
 # the subcommands in the order `cattn --help` lists them
-COMMANDS = ("info", "bench", "demo", "embed", "similarity", "attention", "generate", "chat")
+COMMANDS = ("info", "bench", "demo", "embed", "similarity", "attention", "generate", "chat", "serve")
 
 
 def threads_arg(s):
@@ -38,7 +39,7 @@ def add_threads_option(p, default_help="cattn.get_num_threads()", what="cattn th
 
 
 def build_parser():
-    from . import bench, chat, demo, generate, info, models
+    from . import bench, chat, demo, generate, info, models, serve
     p = argparse.ArgumentParser(prog="cattn", description="cattn: a CPU attention engine")
     sub = p.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     sub.required = True
@@ -48,6 +49,7 @@ def build_parser():
     models.add_commands(sub)
     generate.add_command(sub)
     chat.add_command(sub)
+    serve.add_command(sub)
     return p
 
 

@@ -614,6 +614,55 @@ class CausalLM(nn.Module):
         h = self.norm(np.ascontiguousarray(x[:, -1]))
         return linear(h, self.lm_head_weight)
 
+    # -- steps for a scheduler (cattn.models.slots: continuous batching)
+
+    def prefill(self, ids, caches):
+        """One prompt ids (a non-empty 1-D sequence of token ids) into
+        empty batch-1 caches (new_caches(1, n), or KVCache.of over a slot)
+        -> its last position's logits (V,) float32; the caches then hold
+        its positions. The bits generate() computes for this prompt alone."""
+        ids = np.asarray(ids)
+        if ids.ndim != 1 or ids.size == 0 or ids.dtype.kind not in "iu":
+            raise ValueError(f"CausalLM.prefill: ids must be a non-empty 1-D sequence of "
+                             f"token ids, got {show(ids)}")
+        ids, real = self._check_ids(ids.astype(np.int64)[None], None)
+        self._check_caches(caches, ids.shape)
+        if caches[0].length != 0:
+            raise ValueError(f"CausalLM.prefill: the caches hold {caches[0].length} positions; "
+                             "prefill takes empty ones")
+        x = self._embed(ids, None)
+        x = self._layers(x, None, nn.causal_mask(real, ids.shape[1]), caches)
+        return self._last_logits(x)[0]
+
+    def decode_ragged(self, tokens, kcache, vcache, lengths):
+        """One decode step of B sequences of their own lengths: tokens (B,)
+        ids; kcache, vcache: per layer the (B, Hk, max_len, D) key and value
+        arrays of new_caches(B, max_len) (c.k, c.v); sequence b holds
+        lengths[b] positions in row b and gets its token's keys and values
+        there -> logits (B, V) float32. Each row gets the bits generate()
+        gives its sequence alone, whatever else is in the step (one program
+        call for the batch where the program takes it, else one per row)."""
+        tok = np.asarray(tokens, np.int64)
+        lens = np.asarray(lengths, np.int64)
+        B = tok.shape[0] if tok.ndim == 1 else -1
+        if B < 1 or lens.shape != (B,) or len(kcache) != len(self.layers) \
+                or len(vcache) != len(self.layers):
+            raise ValueError(f"CausalLM.decode_ragged: tokens {show(tokens)} and lengths "
+                             f"{show(lengths)} must be (B,) and the caches one per layer")
+        self._check_ids(tok[:, None], None)
+        max_len = kcache[0].shape[2]
+        if lens.min() < 1 or lens.max() >= max_len:
+            raise ValueError(f"CausalLM.decode_ragged: lengths {lens.tolist()} must be in "
+                             f"[1, {max_len}) (a prefilled sequence with room for one more)")
+        x = self._embed(tok[:, None], lens[:, None])
+        prog = decoder_program(self.layers)
+        if prog is None or prog.run_ragged(x, kcache, vcache, lens) is None:
+            for b in range(B):                      # each row alone on its slot's caches
+                caches = [KVCache.of(k[b:b + 1], v[b:b + 1], int(lens[b]))
+                          for k, v in zip(kcache, vcache)]
+                x[b:b + 1] = self._layers(x[b:b + 1], None, None, caches)
+        return self._last_logits(x)
+
     # -- generation
 
     def generate(self, inputs, max_new_tokens=32, do_sample=False, temperature=1.0, top_k=None,

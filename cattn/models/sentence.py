@@ -172,14 +172,7 @@ class SentenceEncoder:
     @staticmethod
     def _pad(encodings):
         """Encodings -> input_ids (B, L) int64 and mask (B, L) bool, L = longest."""
-        lens = [len(e.ids) for e in encodings]
-        B, L = len(encodings), max(lens)
-        ids = np.zeros((B, L), dtype=np.int64)
-        mask = np.zeros((B, L), dtype=bool)
-        for i, (e, n) in enumerate(zip(encodings, lens)):
-            ids[i, :n] = e.ids
-            mask[i, :n] = True
-        return ids, mask
+        return _pad_ids([e.ids for e in encodings])
 
     # -- embeddings -----------------------------------------------------------------
 
@@ -203,12 +196,48 @@ class SentenceEncoder:
             raise ValueError(f"encode: batch_size must be a positive int, got {batch_size!r}")
         if normalize_embeddings is None:
             normalize_embeddings = self.normalize
-        encodings = self._encode_tokens(sentences)
-        N, E = len(encodings), self.embedding_dim
+        seqs = [e.ids for e in self._encode_tokens(sentences)]
+        out = self._embed_ids(seqs, batch_size, normalize_embeddings, show_progress_bar)
+        return out[0] if single else out
+
+    def special_ids(self):
+        """(prefix, suffix): the token ids the tokenizer puts around a
+        sentence's own tokens ([CLS] and [SEP] for BERT)."""
+        ids = self.tokenizer.encode("").ids
+        return list(ids[:1]), list(ids[1:])
+
+    def encode_ids(self, seqs, add_special=True, normalize_embeddings=None, batch_size=32):
+        """seqs: a list of token-id lists -> (N, E) float32: the bits
+        encode() gives the sentences they came from. add_special=True: each
+        is a sentence's own tokens (the tokenizer's ids without special
+        tokens), wrapped in the model's special tokens and truncated at
+        max_seq_length as encode truncates; False: each is complete (as
+        tokenizer.encode gives it) and at most max_seq_length long.
+        ValueError for an id outside the vocabulary or a sequence too long."""
+        pre, post = self.special_ids() if add_special else ([], [])
+        keep = self.max_seq_length - len(pre) - len(post)
+        V = self.model.config.vocab_size
+        full = []
+        for i, s in enumerate(seqs):
+            s = [int(t) for t in s]
+            if any(not 0 <= t < V for t in s):
+                raise ValueError(f"encode_ids: sequence {i} has a token id outside [0, {V})")
+            if not add_special and not 0 < len(s) <= self.max_seq_length:
+                raise ValueError(f"encode_ids: sequence {i} has {len(s)} tokens; the model "
+                                 f"takes 1 to {self.max_seq_length}")
+            full.append(pre + s[:keep] + post)
+        if normalize_embeddings is None:
+            normalize_embeddings = self.normalize
+        return self._embed_ids(full, batch_size, normalize_embeddings, False)
+
+    def _embed_ids(self, seqs, batch_size, normalize, show_progress_bar):
+        """Full token-id lists (special tokens in) -> (N, E): longest first,
+        in batches of batch_size cut by the token budget, in input order."""
+        N, E = len(seqs), self.embedding_dim
         out = np.empty((N, E), dtype=self.model.dtype)
         if N == 0:
             return out
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=N)
+        lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=N)
         order = np.argsort(-lengths, kind="stable")         # longest first
         if show_progress_bar is None:
             show_progress_bar = N > 256 and isatty(sys.stderr)
@@ -216,12 +245,12 @@ class SentenceEncoder:
         with ProgressBar(N, "Encoding", enabled=show_progress_bar) as bar:
             for start in range(0, N, batch_size):
                 for idx in _token_chunks(order[start:start + batch_size], lengths, budget):
-                    ids, mask = self._pad([encodings[i] for i in idx])
+                    ids, mask = _pad_ids([seqs[i] for i in idx])
                     with result_in_scratch():   # x: kept memory, pooled before the next batch
                         x, _, _ = self.model.forward_tokens(ids, mask)  # (T, E) real tokens
-                        out[idx] = _pool(x, lengths[idx], normalize_embeddings)
+                        out[idx] = _pool(x, lengths[idx], normalize)
                     bar.update(len(idx))
-        return out[0] if single else out
+        return out
 
     __call__ = encode
 
@@ -259,6 +288,18 @@ class SentenceEncoder:
         _, att = self.model(ids, mask, output_attentions=True)
         att = np.stack(att)                                     # (n_layers, B, H, L, L)
         return att[:, 0] if single else att
+
+
+def _pad_ids(seqs):
+    """Token-id lists -> input_ids (B, L) int64 and mask (B, L) bool, L = longest."""
+    lens = [len(s) for s in seqs]
+    B, L = len(seqs), max(lens)
+    ids = np.zeros((B, L), dtype=np.int64)
+    mask = np.zeros((B, L), dtype=bool)
+    for i, (s, n) in enumerate(zip(seqs, lens)):
+        ids[i, :n] = s
+        mask[i, :n] = True
+    return ids, mask
 
 
 def _pool(x, lengths, normalize):

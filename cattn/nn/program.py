@@ -215,3 +215,45 @@ class DecoderProgram:
         for c in caches:
             c.mark_filled(L)
         return x
+
+    def run_ragged(self, x, kcache, vcache, lengths):
+        """A ragged decode step: x (B, 1, E) float32 C-contiguous, one new
+        token per sequence, updated in place and returned; kcache, vcache:
+        per layer the (B, Hk, max_len, D) float32 key and value arrays;
+        lengths (B,) ints: sequence b holds lengths[b] positions (its
+        token's position; rotary and causal alike), gets its keys and
+        values written there and attends to its first lengths[b] + 1.
+        Each sequence gets the bits its own run() gives alone, whatever
+        else is in the step. Returns None (nothing run) when the program
+        does not take the step: more than CATTN_DECODE_MAX_ROWS (8) query
+        heads per kv head, or arrays of another form."""
+        s = self.shape
+        if s["H"] // s["Hk"] > _ext.DECODE_MAX_ROWS:
+            return None
+        if not (type(x) is np.ndarray and x.dtype == _F32 and x.ndim == 3 and x.shape[1] == 1
+                and x.shape[2] == s["E"] and x.flags.c_contiguous and x.flags.writeable
+                and len(kcache) == len(self.layers) == len(vcache)):
+            return None
+        B = x.shape[0]
+        lens = np.ascontiguousarray(lengths, np.int64)
+        if B == 0 or lens.shape != (B,):
+            return None
+        max_len = kcache[0].shape[2]
+        want = (B, s["Hk"], max_len, s["D"])
+        for a in (*kcache, *vcache):
+            if not (type(a) is np.ndarray and a.dtype == _F32 and a.shape == want
+                    and a.flags.c_contiguous and a.flags.writeable):
+                return None
+        if lens.min() < 0 or lens.max() >= max_len:
+            raise ValueError(f"DecoderProgram.run_ragged: lengths {lens.tolist()} outside "
+                             f"[0, {max_len}) (max_len {max_len})")
+        start = int(lens.max())
+        cos = sin = None
+        if self.rotary is not None:
+            if start + 1 > RotaryEmbedding.TABLE_MAX:
+                return None
+            cos, sin = self.rotary.table(start + 1)
+        self._stack.step(x.reshape(B, -1), B, 1, list(kcache), list(vcache), start, max_len,
+                         lens if self.rotary is not None else None, cos, sin, None, 0, 0, 0,
+                         get_num_threads(), lens)
+        return x

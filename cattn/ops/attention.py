@@ -332,6 +332,9 @@ def attention_weights(query, key, attn_mask=None, is_causal=False, *, scale=None
     return W
 
 
+_CACHE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 class KVCache:
     """Preallocated keys and values for incremental decoding.
 
@@ -420,6 +423,29 @@ class KVCache:
         self.v[:, :, self.length:self.length + t] = v
         self._length += t
         return self._length
+
+    @classmethod
+    def of(cls, k, v, length=0):
+        """A cache over existing arrays (no copy; views stay views): k
+        (B, H, max_len, E) and v (B, H, max_len, Ev), both float32 or both
+        float64, C-contiguous and writeable, their first `length` positions
+        counted as filled. A slot of a batch of caches (rows b:b+1 of
+        larger arrays) runs as a cache of its own."""
+        op = "KVCache.of"
+        for name, a in (("k", k), ("v", v)):
+            if not (isinstance(a, np.ndarray) and a.ndim == 4 and a.dtype in _CACHE_DTYPES
+                    and a.flags.c_contiguous and a.flags.writeable):
+                raise TypeError(f"{op}: {name} must be a writeable C-contiguous 4-D float32 or "
+                                f"float64 array, got {show(a)}")
+        if v.shape[:3] != k.shape[:3] or v.dtype != k.dtype:
+            raise ValueError(f"{op}: v {v.shape} {v.dtype} does not match k {k.shape} "
+                             f"{k.dtype}")
+        length = as_int(length, "length", op, lo=0)
+        if length > k.shape[2]:
+            raise ValueError(f"{op}: length {length} exceeds max_len {k.shape[2]}")
+        self = object.__new__(cls)
+        self.k, self.v, self._length = k, v, length
+        return self
 
     def reset(self):
         self._length = 0

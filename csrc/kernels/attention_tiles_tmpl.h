@@ -403,7 +403,16 @@ static void FN(attn_decode_task)(const cattn_attn_run *run, int64_t u, int64_t c
     T *part = (T *)run->part, *work = (T *)work_;
     const int64_t E = g->E, Ev = g->Ev, L = g->L, rows = g->group * L;
     const int64_t s0 = c * CATTN_DECODE_CHUNK;
-    const int64_t n = cattn_min64(CATTN_DECODE_CHUNK, g->S - s0);
+    const int64_t S = g->slen ? g->slen[u] : g->S;     /* this unit's keys */
+    if (s0 >= S) {                  /* a ragged step's unit without chunk c: weight 0 */
+        for (int64_t r = 0; r < rows; r++) {
+            T *pr = part + ((u * nch + c) * rows + r) * (2 + Ev);
+            pr[0] = -(T)INFINITY;
+            pr[1] = 0;
+        }
+        return;
+    }
+    const int64_t n = cattn_min64(CATTN_DECODE_CHUNK, S - s0);
     const int64_t ldq = cattn_round_up(E, 16);
     const T *K = (const T *)g->K + g->offk[u] + s0 * g->rsk;
     const T *V = (const T *)g->V + g->offv[u] + s0 * g->rsv;

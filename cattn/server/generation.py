@@ -1,0 +1,245 @@
+"""cattn.server.generation — continuous batching of text generation: up to
+`slots` sequences decode together (cattn.models.slots.DecodeSlots: one
+ragged decode step for every active sequence per token, each with its own
+length and KV-cache slot); a waiting request joins after its prefill, at
+the next step, and a finished or cancelled one leaves (its slot freed) at
+once. One worker thread runs the model; each request reads its events
+(text pieces, then the end) from its own queue on the event loop.
+
+Every request gets the tokens `CausalLM.generate` gives its prompt alone
+(greedy: bit for bit; sampled: from its own seeded generator). Text
+arrives through a StreamDecoder (no split UTF-8 characters) and is held
+back while it could be the start of a stop string.
+
+What it is not: HTTP or SSE framing (cattn.server.app), request parsing
+(cattn.server.requests).
+"""
+import asyncio
+import collections
+import threading
+import time
+
+from ..models.slots import DecodeSlots, TokenChooser
+from ..models.tokenizer import StreamDecoder
+from .errors import APIError
+
+__all__ = ["GenerationService", "Generation"]
+
+
+class Generation:
+    """One request's generation: prompt ids, limits, its token rule and its
+    event queue (("text", str) items, then ("done", finish_reason) or
+    ("error", exception)). cancel() (thread-safe) stops it within a step."""
+
+    def __init__(self, loop, prompt_ids, max_tokens, chooser, stop, eos, tokenizer):
+        self.loop = loop
+        self.events = asyncio.Queue()
+        self.prompt_ids = prompt_ids
+        self.max_tokens = max_tokens
+        self.choose = chooser
+        self.stop = stop
+        self.eos = eos
+        self.decoder = StreamDecoder(tokenizer)
+        self.text = ""                      # generated so far (decoded)
+        self.sent = 0                       # characters of text emitted
+        self.completion_tokens = 0
+        self.cancelled = False
+        self.slot = None
+        self.last = None
+        self.t0 = time.perf_counter()
+        self.t_first = None
+        self.finish_reason = None
+
+    @property
+    def prompt_tokens(self):
+        return len(self.prompt_ids)
+
+    def cancel(self):
+        self.cancelled = True
+
+    def _emit(self, item):
+        try:
+            self.loop.call_soon_threadsafe(self.events.put_nowait, item)
+        except RuntimeError:                # the loop has closed (server shutting down)
+            self.cancelled = True
+
+
+class GenerationService:
+    """lm: a CausalLM; slots sequences of at most `context` positions each
+    (prompt + new tokens); max_queue requests may wait for a slot (429
+    beyond); lock: held around every model call."""
+
+    def __init__(self, lm, model_id, metrics, lock, slots=4, context=2048, max_queue=64):
+        self.lm = lm
+        self.model_id = model_id
+        self.metrics = metrics
+        self.lock = lock
+        self.tokenizer = lm.text_tokenizer()
+        self.vocab = lm.config.vocab_size
+        limit = lm.config.max_positions             # GPT-2's learned table; None for RoPE
+        self.context = int(min(context, limit) if limit else context)
+        self.slots = DecodeSlots(lm, slots, self.context)
+        self.max_queue = max_queue
+        self._waiting = collections.deque()
+        self._active = []
+        self._cv = threading.Condition()
+        self._stop = False
+        metrics.set("slots_total", slots)
+        metrics.set("slots_busy", 0)
+        self._thread = threading.Thread(target=self._run, name="cattn-generate", daemon=True)
+        self._thread.start()
+
+    # -- the event loop's side
+
+    def new(self, loop, prompt_ids, max_tokens, temperature, top_p, seed, stop, eos):
+        """A Generation of prompt_ids; 400 when the prompt and max_tokens do
+        not fit the context (max_tokens None: the room left)."""
+        n = len(prompt_ids)
+        if n >= self.context:
+            raise APIError(400, f"the prompt has {n} tokens; this server's context is "
+                           f"{self.context} tokens (prompt and completion)", param="messages",
+                           code="context_length_exceeded")
+        room = self.context - n
+        if max_tokens is None:
+            max_tokens = room
+        elif max_tokens > room:
+            raise APIError(400, f"the prompt ({n} tokens) and max_tokens ({max_tokens}) exceed "
+                           f"this server's context of {self.context} tokens",
+                           param="max_tokens", code="context_length_exceeded")
+        chooser = TokenChooser(temperature, top_p, seed)
+        return Generation(loop, list(prompt_ids), max_tokens, chooser, stop, set(eos),
+                          self.tokenizer)
+
+    def submit(self, g):
+        with self._cv:
+            if len(self._waiting) >= self.max_queue:
+                raise APIError(429, f"all {self.slots.n} generation slots are busy and "
+                               f"{self.max_queue} requests are waiting; retry shortly",
+                               headers={"Retry-After": "1"}, code="queue_full")
+            self._waiting.append(g)
+            self.metrics.set("queue_depth", len(self._waiting), queue="generation")
+            self._cv.notify()
+
+    def close(self):
+        with self._cv:
+            self._stop = True
+            self._cv.notify()
+        self._thread.join(timeout=10)
+
+    # -- the worker
+
+    def _run(self):
+        while True:
+            with self._cv:
+                while not self._waiting and not self._active and not self._stop:
+                    self._cv.wait()
+                if self._stop:
+                    return
+            try:
+                self._admit()
+                self._step()
+            except Exception as e:                  # never take the worker down
+                for g in list(self._active):
+                    self._end(g, None, e)
+
+    def _admit(self):
+        """Prefill waiting requests into free slots (each alone: its bits)."""
+        while self.slots.free:
+            with self._cv:
+                if not self._waiting:
+                    return
+                g = self._waiting.popleft()
+                self.metrics.set("queue_depth", len(self._waiting), queue="generation")
+            if g.cancelled:
+                self.metrics.inc("cancelled_total", where="generation_queue")
+                g._emit(("done", "cancelled"))
+                continue
+            g.slot = self.slots.acquire()
+            self._active.append(g)
+            self.metrics.set("slots_busy", len(self._active))
+            t0 = time.perf_counter()
+            self.metrics.observe("phase_seconds", t0 - g.t0, phase="queue", route="generation")
+            try:
+                with self.lock:
+                    logits = self.slots.prefill(g.slot, g.prompt_ids)
+            except Exception as e:
+                self._end(g, None, e)
+                continue
+            self.metrics.observe("phase_seconds", time.perf_counter() - t0, phase="prefill",
+                                 route="generation")
+            self.metrics.inc("tokens_total", len(g.prompt_ids), kind="prompt")
+            self._token(g, g.choose(logits))
+
+    def _step(self):
+        """One decode step for every active sequence."""
+        for g in [g for g in self._active if g.cancelled]:
+            self.metrics.inc("cancelled_total", where="generation")
+            self._end(g, "cancelled")
+        if not self._active:
+            return
+        run = list(self._active)
+        t0 = time.perf_counter()
+        with self.lock:
+            logits = self.slots.step([g.slot for g in run], [g.last for g in run])
+        dt = time.perf_counter() - t0
+        self.metrics.observe("phase_seconds", dt, phase="decode_step", route="generation")
+        self.metrics.observe("batch_size", len(run), kind="decode")
+        self.metrics.set("tokens_per_second", len(run) / dt if dt > 0 else 0.0)
+        for g, row in zip(run, logits):
+            self._token(g, g.choose(row))
+
+    def _token(self, g, tok):
+        """A new token of g: its text, the stop rules, the end."""
+        g.last = tok
+        if g.t_first is None:
+            g.t_first = time.perf_counter()
+            self.metrics.observe("phase_seconds", g.t_first - g.t0, phase="first_token",
+                                 route="generation")
+        self.metrics.inc("tokens_total", kind="generated")
+        if tok in g.eos:
+            self._flush(g, final=True)
+            return self._end(g, "stop")
+        g.completion_tokens += 1
+        g.text += g.decoder.push(tok)
+        if self._flush(g, final=False):
+            return self._end(g, "stop")
+        if g.completion_tokens >= g.max_tokens or self.slots.room(g.slot) < 1:
+            self._flush(g, final=True)
+            return self._end(g, "length")
+
+    def _flush(self, g, final):
+        """Emit the text that can no longer start a stop string; True when
+        a stop string was found (the text before it emitted)."""
+        if final:
+            g.text += g.decoder.flush()
+        cut = None
+        if g.stop:
+            start = max(0, g.sent - max(len(s) for s in g.stop) + 1)
+            hits = [i for i in (g.text.find(s, start) for s in g.stop) if i >= 0]
+            if hits:
+                cut = min(hits)
+        if cut is not None:
+            end = cut
+        elif final or not g.stop:
+            end = len(g.text)
+        else:                   # hold back the longest tail that begins a stop string
+            end = len(g.text)
+            for s in g.stop:
+                for k in range(min(len(s) - 1, len(g.text)), 0, -1):
+                    if s.startswith(g.text[-k:]):
+                        end = min(end, len(g.text) - k)
+                        break
+        if end > g.sent:
+            g._emit(("text", g.text[g.sent:end]))
+            g.sent = end
+        return cut is not None
+
+    def _end(self, g, reason, error=None):
+        if g in self._active:
+            self._active.remove(g)
+            self.slots.release(g.slot)
+            self.metrics.set("slots_busy", len(self._active))
+        g.finish_reason = reason
+        self.metrics.observe("phase_seconds", time.perf_counter() - g.t0, phase="request",
+                             route="generation")
+        g._emit(("error", error) if error is not None else ("done", reason))
