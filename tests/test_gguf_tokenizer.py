@@ -128,37 +128,8 @@ def tiny_model(tmp_path):
     """(path, chars): a 1-layer qwen2 GGUF file with a byte-level vocabulary
     of its own (printable ASCII, the byte-level space, "hi", <|endoftext|>)
     and a chat template."""
-    gguf = pytest.importorskip("gguf", reason="the gguf package writes the file")
-    chars = [chr(c) for c in range(33, 127)] + ["\u0120", "hi", "<|endoftext|>"]  # \u0120: space
-    V, E = len(chars), 32
-    rng = np.random.default_rng(0)
-    w = gguf.GGUFWriter(str(tmp_path / "t.gguf"), "qwen2")
-    for add, v in ((w.add_context_length, 64), (w.add_embedding_length, E), (w.add_block_count, 1),
-                   (w.add_feed_forward_length, 64), (w.add_head_count, 2),
-                   (w.add_head_count_kv, 1), (w.add_layer_norm_rms_eps, 1e-6)):
-        add(v)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(chars)
-    w.add_token_types([1] * (V - 1) + [3])
-    w.add_token_merges(["h i"])
-    w.add_eos_token_id(V - 1)
-    w.add_chat_template("{% for m in messages %}{{ m['role'] + ':' + m['content'] + '<|endoftext|>' }}"
-                        "{% endfor %}{% if add_generation_prompt %}{{ 'assistant:' }}{% endif %}")
-    shapes = {"token_embd.weight": (V, E), "output_norm.weight": (E,),
-              "blk.0.attn_norm.weight": (E,), "blk.0.ffn_norm.weight": (E,),
-              "blk.0.attn_q.weight": (E, E), "blk.0.attn_q.bias": (E,),
-              "blk.0.attn_k.weight": (16, E), "blk.0.attn_k.bias": (16,),
-              "blk.0.attn_v.weight": (16, E), "blk.0.attn_v.bias": (16,),
-              "blk.0.attn_output.weight": (E, E), "blk.0.ffn_gate.weight": (64, E),
-              "blk.0.ffn_up.weight": (64, E), "blk.0.ffn_down.weight": (E, 64)}
-    for n, s in shapes.items():
-        w.add_tensor(n, (rng.standard_normal(s) * 0.5).astype(np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return str(tmp_path / "t.gguf"), chars
+    from cattn_testing.llm_files import tiny_gguf
+    return tiny_gguf(str(tmp_path / "t.gguf"))
 
 
 def test_gguf_model_generates_text(tmp_path):

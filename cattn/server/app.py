@@ -330,7 +330,8 @@ async def _generate(st, request, chat):
     ids, eos = await loop.run_in_executor(None, _prompt, svc, req)
     if not ids:
         raise APIError(400, "the prompt encodes to no tokens", param="prompt")
-    g = svc.new(loop, ids, req.max_tokens, req.temperature, req.top_p, req.seed, req.stop, eos)
+    g = svc.new(loop, ids, req.max_tokens, req.temperature, req.top_p, req.seed, req.stop,
+                [] if req.ignore_eos else eos)
     svc.submit(g)
     rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
     created = int(time.time())

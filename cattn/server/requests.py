@@ -203,6 +203,8 @@ class GenerationRequest:
                               "256 characters", param="stop")
         self.stop = stop
         self.stream = _bool(body, "stream", False)
+        # not OpenAI's: vLLM's and llama.cpp's server's (fixed-length runs, benchmarks)
+        self.ignore_eos = _bool(body, "ignore_eos", False)
         so = body.get("stream_options")
         if so is not None and not isinstance(so, dict):
             raise bad_request(f"'stream_options' must be an object, got {_kind(so)}",
