@@ -12,7 +12,6 @@ its peers stage.
 """
 import os
 
-import numpy as np
 import pytest
 
 pytest.importorskip("tokenizers", reason="the tokenizers package builds the tokenizer")

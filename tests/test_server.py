@@ -365,3 +365,34 @@ def test_hostile_embedding_requests(embed_server):
         assert status == 400, (body[:50], status, raw)
     status, raw, _ = _post(p, "/v1/embeddings", b'{"input": "ok"}')
     assert status == 200
+
+
+def test_health_is_503_while_loading_and_the_app_is_importable(llm_file):
+    """cattn.server.app(...) is a plain ASGI app; before its lifespan has
+    loaded the models (TestClient without `with` runs no lifespan) /health
+    and /v1 answer 503."""
+    from starlette.testclient import TestClient
+    from cattn.server import app
+    c = TestClient(app(llm=llm_file))
+    r = c.get("/health")
+    assert r.status_code == 503 and r.json()["status"] == "loading"
+    r = c.get("/v1/models")
+    assert r.status_code == 503 and r.json()["error"]["type"] == "server_error"
+    with TestClient(app(llm=llm_file, embed=None)) as c:            # lifespan: loads
+        t0 = time.time()
+        while c.get("/health").status_code != 200:
+            assert time.time() - t0 < 60
+            time.sleep(0.05)
+        assert [m["id"] for m in c.get("/v1/models").json()["data"]] == ["tiny"]
+        r = c.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2, "temperature": 0})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 2
+
+
+def test_cli_refuses_bad_options(tmp_path):
+    for args, msg in ((["--llm", str(tmp_path / "absent.gguf")], "no such file"),
+                      (["--no-embed"], "nothing to serve"),
+                      (["--slots", "0", "--no-embed", "--llm", "x"], "--slots"),
+                      (["--api-key-file", str(tmp_path / "nokey")], "api-key-file")):
+        r = subprocess.run([sys.executable, "-m", "cattn", "serve", *args], capture_output=True,
+                           text=True, timeout=120, cwd=str(tmp_path))
+        assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr

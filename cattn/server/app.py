@@ -24,6 +24,7 @@ from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from .engine import Engine
 from .errors import APIError, error_body
 from .metrics import Metrics
 from .requests import EmbeddingRequest, GenerationRequest, model_name, read_json
@@ -37,22 +38,23 @@ class ServerState:
     """What the routes share: the options, the services once loaded, the
     metrics and the load error, if any."""
 
-    def __init__(self, embed, llm, weights, api_key, slots, max_queue, threads, context,
-                 max_body, load_embed_default):
-        self.opts = dict(embed=embed, llm=llm, weights=weights, slots=slots,
+    def __init__(self, embed, llm, weights, embed_weights, api_key, slots, max_queue, threads,
+                 context, max_body, load_embed_default):
+        self.opts = dict(embed=embed, llm=llm, weights=weights, embed_weights=embed_weights,
+                         slots=slots,
                          max_queue=max_queue, threads=threads, context=context,
                          load_embed_default=load_embed_default)
         self.api_key = api_key
         self.max_body = max_body
         self.metrics = Metrics()
-        self.lock = threading.Lock()            # one model call at a time
+        self.engine = Engine()                  # the one thread of every model call
         self.embed = self.gen = None
         self.ready = threading.Event()
         self.error = None
         self.created = int(time.time())
 
     def load(self):
-        """Load the models (in a thread: /health says 503 meanwhile)."""
+        """Load the models (on the engine thread: /health says 503 meanwhile)."""
         try:
             from .. import set_num_threads
             o = self.opts
@@ -63,12 +65,12 @@ class ServerState:
                 from .embeddings import EmbeddingService
                 enc = o["embed"]
                 if not isinstance(enc, SentenceEncoder):
-                    enc = SentenceEncoder.from_pretrained(
-                        enc, weights=_embed_weights(o["weights"]))
+                    enc = SentenceEncoder.from_pretrained(enc, weights=o["embed_weights"])
                 mid = ("all-MiniLM-L6-v2" if o["embed"] is None
                        else _model_id(getattr(enc, "path", None) or "embeddings"))
-                self.embed = EmbeddingService(enc, mid, self.metrics, self.lock,
+                self.embed = EmbeddingService(enc, mid, self.metrics, self.engine,
                                               max_queue=o["max_queue"])
+                self.engine.services.append(self.embed)
             if o["llm"] is not None:
                 from ..models import CausalLM
                 from .generation import GenerationService
@@ -77,24 +79,19 @@ class ServerState:
                 if not isinstance(lm, CausalLM):
                     lm = CausalLM.from_pretrained(lm, weights=o["weights"])
                 self.gen = GenerationService(lm, _model_id(path or "llm"), self.metrics,
-                                             self.lock, slots=o["slots"],
+                                             self.engine, slots=o["slots"],
                                              context=o["context"], max_queue=o["max_queue"])
+                self.engine.services.append(self.gen)
         except Exception as e:                  # reported by /health, not a stack trace
             self.error = f"{type(e).__name__}: {e}"
         finally:
             self.ready.set()
 
     def close(self):
-        for s in (self.embed, self.gen):
-            if s is not None:
-                s.close()
+        self.engine.close()
 
     def models(self):
         return [s.model_id for s in (self.embed, self.gen) if s is not None]
-
-
-def _embed_weights(weights):
-    return "float32" if weights in (None, "int4") else weights
 
 
 def _model_id(path):
@@ -107,7 +104,8 @@ def _model_id(path):
     return base[:-5] if base.endswith(".gguf") else base
 
 
-def app(embed=None, llm=None, *, weights=None, api_key=None, slots=4, max_queue=256,
+def app(embed=None, llm=None, *, weights=None, embed_weights="float32", api_key=None, slots=4,
+        max_queue=256,
         threads=None, context=2048, max_body=4 << 20, cors_origin=None,
         load_embed_default=None):
     """The ASGI app (run it with any ASGI server: `uvicorn.run(app(...))`).
@@ -115,7 +113,8 @@ def app(embed=None, llm=None, *, weights=None, api_key=None, slots=4, max_queue=
     embed: a sentence-encoder folder or a SentenceEncoder (None: the
     installed all-MiniLM-L6-v2 when no llm is given); llm: an LLM folder,
     a GGUF file or a CausalLM; weights: the LLM's format (None: the
-    checkpoint's / file's) and the encoder's (float32, bfloat16, int8);
+    checkpoint's / file's); embed_weights: the encoder's (float32, bfloat16,
+    int8);
     api_key: every /v1 route then needs `Authorization: Bearer KEY`;
     slots: sequences decoding together; max_queue: requests waiting per
     model before 429; threads: cattn's threads; context: positions per
@@ -123,8 +122,8 @@ def app(embed=None, llm=None, *, weights=None, api_key=None, slots=4, max_queue=
     an origin (or list) allowed by CORS (none by default)."""
     if load_embed_default is None:
         load_embed_default = embed is None and llm is None
-    st = ServerState(embed, llm, weights, api_key, slots, max_queue, threads, context,
-                     max_body, load_embed_default)
+    st = ServerState(embed, llm, weights, embed_weights, api_key, slots, max_queue, threads,
+                     context, max_body, load_embed_default)
     middleware = []
     if cors_origin:
         from starlette.middleware.cors import CORSMiddleware
@@ -154,7 +153,7 @@ class _Lifespan:
         self.st = st
 
     async def __aenter__(self):
-        threading.Thread(target=self.st.load, name="cattn-load", daemon=True).start()
+        self.st.engine.run_soon(self.st.load)
 
     async def __aexit__(self, *exc):
         self.st.close()
@@ -275,10 +274,14 @@ async def _disconnected(request):
 
 
 async def _embeddings(st, request):
+    t0 = time.perf_counter()
     body = await _body(st, request)
     svc = _service(st, body, st.embed, "embeddings")
     req = EmbeddingRequest(body, svc.vocab, svc.dim)
-    seqs = await asyncio.get_running_loop().run_in_executor(None, svc.token_ids, req)
+    if req.ids is None and sum(len(t) for t in req.texts) > 20000:   # long: off the loop
+        seqs = await asyncio.get_running_loop().run_in_executor(None, svc.token_ids, req)
+    else:
+        seqs = svc.token_ids(req)
     job = svc.submit(seqs)
     vecs = await _wait(request, asyncio.wrap_future(job.future), lambda: svc.cancel(job))
     if vecs is None:
@@ -289,10 +292,13 @@ async def _embeddings(st, request):
     else:
         data = vecs.tolist()
     n = sum(len(s) for s in seqs)
+    ms = lambda a, b: f"{(b - a) * 1e3:.3f}"            # noqa: E731
+    timing = {"x-queue-time": ms(job.t0, job.t_start), "x-compute-time": ms(job.t_start, job.t_end),
+              "x-tokenization-time": ms(t0, job.t0), "x-total-time": ms(t0, time.perf_counter())}
     return JSONResponse({"object": "list", "model": svc.model_id,
                          "data": [{"object": "embedding", "index": i, "embedding": e}
                                   for i, e in enumerate(data)],
-                         "usage": {"prompt_tokens": n, "total_tokens": n}})
+                         "usage": {"prompt_tokens": n, "total_tokens": n}}, headers=timing)
 
 
 async def _chat(st, request):

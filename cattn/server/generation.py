@@ -3,7 +3,7 @@
 ragged decode step for every active sequence per token, each with its own
 length and KV-cache slot); a waiting request joins after its prefill, at
 the next step, and a finished or cancelled one leaves (its slot freed) at
-once. One worker thread runs the model; each request reads its events
+once. The engine thread (cattn.server.engine) runs the model; each request reads its events
 (text pieces, then the end) from its own queue on the event loop.
 
 Every request gets the tokens `CausalLM.generate` gives its prompt alone
@@ -67,13 +67,13 @@ class Generation:
 class GenerationService:
     """lm: a CausalLM; slots sequences of at most `context` positions each
     (prompt + new tokens); max_queue requests may wait for a slot (429
-    beyond); lock: held around every model call."""
+    beyond); engine: the Engine whose thread runs the model (work())."""
 
-    def __init__(self, lm, model_id, metrics, lock, slots=4, context=2048, max_queue=64):
+    def __init__(self, lm, model_id, metrics, engine, slots=4, context=2048, max_queue=64):
         self.lm = lm
         self.model_id = model_id
         self.metrics = metrics
-        self.lock = lock
+        self.engine = engine
         self.tokenizer = lm.text_tokenizer()
         self.vocab = lm.config.vocab_size
         limit = lm.config.max_positions             # GPT-2's learned table; None for RoPE
@@ -82,12 +82,9 @@ class GenerationService:
         self.max_queue = max_queue
         self._waiting = collections.deque()
         self._active = []
-        self._cv = threading.Condition()
-        self._stop = False
+        self._lock = threading.Lock()
         metrics.set("slots_total", slots)
         metrics.set("slots_busy", 0)
-        self._thread = threading.Thread(target=self._run, name="cattn-generate", daemon=True)
-        self._thread.start()
 
     # -- the event loop's side
 
@@ -111,41 +108,37 @@ class GenerationService:
                           self.tokenizer)
 
     def submit(self, g):
-        with self._cv:
+        with self._lock:
             if len(self._waiting) >= self.max_queue:
                 raise APIError(429, f"all {self.slots.n} generation slots are busy and "
                                f"{self.max_queue} requests are waiting; retry shortly",
                                headers={"Retry-After": "1"}, code="queue_full")
             self._waiting.append(g)
             self.metrics.set("queue_depth", len(self._waiting), queue="generation")
-            self._cv.notify()
+        self.engine.notify()
 
     def close(self):
-        with self._cv:
-            self._stop = True
-            self._cv.notify()
-        self._thread.join(timeout=10)
+        pass
 
-    # -- the worker
+    # -- the engine thread's side
 
-    def _run(self):
-        while True:
-            with self._cv:
-                while not self._waiting and not self._active and not self._stop:
-                    self._cv.wait()
-                if self._stop:
-                    return
-            try:
-                self._admit()
-                self._step()
-            except Exception as e:                  # never take the worker down
-                for g in list(self._active):
-                    self._end(g, None, e)
+    def work(self):
+        """Admit what waits into free slots, then one decode step for every
+        active sequence; False when there was nothing to do."""
+        if not self._waiting and not self._active:
+            return False
+        try:
+            self._admit()
+            self._step()
+        except Exception as e:                      # never take the engine down
+            for g in list(self._active):
+                self._end(g, None, e)
+        return True
 
     def _admit(self):
         """Prefill waiting requests into free slots (each alone: its bits)."""
         while self.slots.free:
-            with self._cv:
+            with self._lock:
                 if not self._waiting:
                     return
                 g = self._waiting.popleft()
@@ -160,8 +153,7 @@ class GenerationService:
             t0 = time.perf_counter()
             self.metrics.observe("phase_seconds", t0 - g.t0, phase="queue", route="generation")
             try:
-                with self.lock:
-                    logits = self.slots.prefill(g.slot, g.prompt_ids)
+                logits = self.slots.prefill(g.slot, g.prompt_ids)
             except Exception as e:
                 self._end(g, None, e)
                 continue
@@ -179,8 +171,7 @@ class GenerationService:
             return
         run = list(self._active)
         t0 = time.perf_counter()
-        with self.lock:
-            logits = self.slots.step([g.slot for g in run], [g.last for g in run])
+        logits = self.slots.step([g.slot for g in run], [g.last for g in run])
         dt = time.perf_counter() - t0
         self.metrics.observe("phase_seconds", dt, phase="decode_step", route="generation")
         self.metrics.observe("batch_size", len(run), kind="decode")

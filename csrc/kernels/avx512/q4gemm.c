@@ -95,7 +95,7 @@ tile_vnni(int64_t G, const uint8_t *b, const void *d, const void *mn, const int 
     for (int64_t g = 0; g < G; g++, b += 256) {
         __m512i s[4];
         for (int i = 0; i < M; i++) s[i] = _mm512_setzero_si512();
-        if (M == 1) {
+        {                       /* every M: a tile's first rows stream the weights */
             for (int t = 0; t < 4; t++) _mm_prefetch((const char *)b + PF + 64 * t, _MM_HINT_T0);
             const int64_t sb = (H16 ? 2 : 4) * g * 16, spf = H16 ? PF / 8 : PF / 4;
             _mm_prefetch((const char *)d + sb + spf, _MM_HINT_T0);
@@ -160,8 +160,7 @@ tile8_vnni(int64_t G, const uint8_t *b, const void *d, const void *mn, const int
     for (int i = 0; i < 4; i++) f[i] = _mm512_setzero_ps();
     for (int64_t g = 0; g < G; g++, b += 512) {
         __m512i part[4][2];
-        if (M == 1)
-            for (int t = 0; t < 8; t++) _mm_prefetch((const char *)b + 2 * PF + 64 * t, _MM_HINT_T0);
+        for (int t = 0; t < 8; t++) _mm_prefetch((const char *)b + 2 * PF + 64 * t, _MM_HINT_T0);
         for (int sb = 0; sb < 2; sb++) {
             for (int i = 0; i < M; i++) part[i][sb] = _mm512_setzero_si512();
             for (int t = 4 * sb; t < 4 * sb + 4; t++) {
