@@ -64,11 +64,14 @@ def free_port():
 
 
 def cpu_name():
+    """/proc/cpuinfo's model name, family and model (a KVM guest may say only "AMD EPYC")."""
+    info = {}
     with open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown CPU"
+            k, _, v = line.partition(":")
+            info.setdefault(k.strip(), v.strip())
+    name = info.get("model name", "unknown CPU")
+    return f"{name} (family {info.get('cpu family', '?')} model {info.get('model', '?')})"
 
 
 def rss_mib(pid):

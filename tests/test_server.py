@@ -396,3 +396,19 @@ def test_cli_refuses_bad_options(tmp_path):
         r = subprocess.run([sys.executable, "-m", "cattn", "serve", *args], capture_output=True,
                            text=True, timeout=120, cwd=str(tmp_path))
         assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_model_that_fails_to_load_is_a_503_without_its_path(tmp_path):
+    from starlette.testclient import TestClient
+    from cattn.server import app
+    bad = tmp_path / "secret-dir" / "broken.gguf"
+    bad.parent.mkdir()
+    bad.write_bytes(b"GGUF" + b"\0" * 20)
+    with TestClient(app(llm=str(bad))) as c:
+        t0 = time.time()
+        while c.get("/health").json()["status"] == "loading":
+            assert time.time() - t0 < 30
+            time.sleep(0.05)
+        for r in (c.get("/health"), c.get("/v1/models")):
+            assert r.status_code == 503
+            assert "secret-dir" not in r.text and "Traceback" not in r.text

@@ -13,6 +13,7 @@ import base64
 import hmac
 import json
 import os
+import sys
 import threading
 import time
 import uuid
@@ -82,8 +83,10 @@ class ServerState:
                                              self.engine, slots=o["slots"],
                                              context=o["context"], max_queue=o["max_queue"])
                 self.engine.services.append(self.gen)
-        except Exception as e:                  # reported by /health, not a stack trace
-            self.error = f"{type(e).__name__}: {e}"
+        except Exception as e:          # the server's log has it; clients see no path
+            print(f"cattn serve: loading the models failed: {type(e).__name__}: {e}",
+                  file=sys.stderr, flush=True)
+            self.error = f"{type(e).__name__} (see the server's log)"
         finally:
             self.ready.set()
 
