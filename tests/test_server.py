@@ -412,3 +412,43 @@ def test_a_model_that_fails_to_load_is_a_503_without_its_path(tmp_path):
         for r in (c.get("/health"), c.get("/v1/models")):
             assert r.status_code == 503
             assert "secret-dir" not in r.text and "Traceback" not in r.text
+
+
+def test_cors_only_when_asked_and_pings_while_waiting(llm_file):
+    """No CORS headers by default; with cors_origin the allowed origin gets
+    them. A streamed request waiting for a slot (--slots 1, the slot held)
+    receives ': ping' comments, then its tokens."""
+    from starlette.testclient import TestClient
+    from cattn.server import app
+    hdr = {"Origin": "https://example.org", "Access-Control-Request-Method": "POST"}
+    with TestClient(app(llm=llm_file)) as c:
+        _ready(c)
+        assert "access-control-allow-origin" not in c.options("/v1/completions", headers=hdr).headers
+    with TestClient(app(llm=llm_file, cors_origin="https://example.org", slots=1,
+                        ping_seconds=0.05, context=4096)) as c:
+        _ready(c)
+        r = c.options("/v1/completions", headers=hdr)
+        assert r.headers["access-control-allow-origin"] == "https://example.org"
+        long = {"prompt": "hi", "max_tokens": 4000, "temperature": 0, "stream": True,
+                "ignore_eos": True}
+        with c.stream("POST", "/v1/completions", json=long) as first:
+            lines = first.iter_lines()
+            next(lines)                                  # the slot is taken
+            with c.stream("POST", "/v1/completions", json={
+                    "prompt": "hi", "max_tokens": 2, "temperature": 0, "stream": True}) as second:
+                got, it = [], second.iter_lines()
+                for line in it:
+                    got.append(line)
+                    if line == ": ping":
+                        break
+                assert ": ping" in got
+                first.close()                            # frees the slot: the second runs
+                rest = [line for line in it if line and line != ": ping"]
+                assert rest[-1] == "data: [DONE]" and len(rest) >= 3
+
+
+def _ready(c):
+    t0 = time.time()
+    while c.get("/health").status_code != 200:
+        assert time.time() - t0 < 60
+        time.sleep(0.05)

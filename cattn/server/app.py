@@ -110,7 +110,7 @@ def _model_id(path):
 def app(embed=None, llm=None, *, weights=None, embed_weights="float32", api_key=None, slots=4,
         max_queue=256,
         threads=None, context=2048, max_body=4 << 20, cors_origin=None,
-        load_embed_default=None):
+        load_embed_default=None, ping_seconds=PING_SECONDS):
     """The ASGI app (run it with any ASGI server: `uvicorn.run(app(...))`).
 
     embed: a sentence-encoder folder or a SentenceEncoder (None: the
@@ -122,11 +122,13 @@ def app(embed=None, llm=None, *, weights=None, embed_weights="float32", api_key=
     slots: sequences decoding together; max_queue: requests waiting per
     model before 429; threads: cattn's threads; context: positions per
     generation slot; max_body: request bytes (413 beyond); cors_origin:
-    an origin (or list) allowed by CORS (none by default)."""
+    an origin (or list) allowed by CORS (none by default); ping_seconds: a
+    `: ping` comment after this long without a streamed event."""
     if load_embed_default is None:
         load_embed_default = embed is None and llm is None
     st = ServerState(embed, llm, weights, embed_weights, api_key, slots, max_queue, threads,
                      context, max_body, load_embed_default)
+    st.ping_seconds = ping_seconds
     middleware = []
     if cors_origin:
         from starlette.middleware.cors import CORSMiddleware
@@ -345,7 +347,7 @@ async def _generate(st, request, chat):
     rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
     created = int(time.time())
     if req.stream:
-        return _SSE(_chunks(g, req, rid, created, svc.model_id, chat), g.cancel)
+        return _SSE(_chunks(g, req, rid, created, svc.model_id, chat, st.ping_seconds), g.cancel)
     return await _whole(request, g, rid, created, svc.model_id, chat)
 
 
@@ -386,7 +388,7 @@ async def _whole(request, g, rid, created, model, chat):
                          "choices": [choice], "usage": _usage(g)})
 
 
-async def _chunks(g, req, rid, created, model, chat):
+async def _chunks(g, req, rid, created, model, chat, ping):
     """The SSE lines of a streamed generation (bytes), ": ping" while waiting."""
     obj = "chat.completion.chunk" if chat else "text_completion"
 
@@ -405,7 +407,7 @@ async def _chunks(g, req, rid, created, model, chat):
         yield chunk({"role": "assistant", "content": ""})
     while True:
         try:
-            kind, v = await asyncio.wait_for(g.events.get(), PING_SECONDS)
+            kind, v = await asyncio.wait_for(g.events.get(), ping)
         except asyncio.TimeoutError:
             yield b": ping\n\n"
             continue
@@ -446,6 +448,7 @@ class _SSE:
 
         w = asyncio.ensure_future(watch())
         finished = False
+        nxt = None
         try:
             await send({"type": "http.response.start", "status": 200,
                         "headers": [(b"content-type", b"text/event-stream; charset=utf-8"),
@@ -455,20 +458,18 @@ class _SSE:
             while not gone.is_set():
                 nxt = asyncio.ensure_future(it.__anext__())
                 stop = asyncio.ensure_future(gone.wait())
-                done, _ = await asyncio.wait({nxt, stop}, return_when=asyncio.FIRST_COMPLETED)
-                stop.cancel()
-                if nxt not in done:
-                    nxt.cancel()
-                    try:
-                        await nxt                   # the generator stops before aclose
-                    except BaseException:
-                        pass
+                try:
+                    await asyncio.wait({nxt, stop}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stop.cancel()
+                if not nxt.done():
                     break
                 try:
                     data = nxt.result()
                 except StopAsyncIteration:
                     finished = True
                     break
+                nxt = None
                 await send({"type": "http.response.body", "body": data, "more_body": True})
             if finished:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -478,4 +479,10 @@ class _SSE:
             w.cancel()
             if not finished:
                 self.on_gone()
+            if nxt is not None and not nxt.done():
+                nxt.cancel()                    # the generator stops before aclose
+                try:
+                    await nxt
+                except BaseException:
+                    pass
             await self.chunks.aclose()
