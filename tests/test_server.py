@@ -452,3 +452,34 @@ def _ready(c):
     while c.get("/health").status_code != 200:
         assert time.time() - t0 < 60
         time.sleep(0.05)
+
+
+def test_a_queued_embedding_request_whose_client_left_is_dropped(embed_server):
+    """While a long batch holds the engine, a second request waits in the
+    queue; its client closes the connection: the engine drops it (counted in
+    cattn_cancelled_total) and the first request is answered whole."""
+    p = embed_server.port
+    before = embed_server.metric('cattn_cancelled_total{where="embeddings_queue"}')
+    long = json.dumps({"input": ["many words here " * 80] * 150,
+                       "encoding_format": "base64"}).encode()
+    result = {}
+    taken = 'cattn_phase_seconds_count{phase="queue",route="embeddings"}'
+    n0 = embed_server.metric(taken)
+    t = threading.Thread(target=lambda: result.update(r=_post(p, "/v1/embeddings", long)))
+    t.start()
+    t0 = time.time()
+    while embed_server.metric(taken) <= n0:         # until the engine has taken it
+        assert time.time() - t0 < 60
+        time.sleep(0.005)
+    s = socket.create_connection(("127.0.0.1", p))
+    body = b'{"input": "gone"}'
+    s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    time.sleep(0.2)
+    s.close()
+    t.join(timeout=120)
+    assert result["r"][0] == 200 and len(json.loads(result["r"][1])["data"]) == 150
+    t0 = time.time()
+    while embed_server.metric('cattn_cancelled_total{where="embeddings_queue"}') <= before:
+        assert time.time() - t0 < 30, "the abandoned request was not dropped"
+        time.sleep(0.05)
