@@ -18,7 +18,7 @@ except ImportError as _e:   # an unbuilt source tree (e.g. the repo root on sys.
         "`python setup.py build_ext --inplace`.") from _e
 if _ext.isa_error():       # CATTN_ISA named a path this build or CPU lacks
     raise ImportError(_ext.isa_error())
-from ._threads import get_num_threads, num_threads, set_num_threads
+from ._threads import get_num_threads, num_threads, set_contention_detection, set_num_threads
 from .ops import (KVCache, PackedWeight, attention_weights, gelu, layer_norm, linear, log_softmax,
                   matmul, pack_weight, relu, rms_norm, scaled_dot_product_attention, silu, softmax)
 from ._config import show_config
@@ -29,7 +29,8 @@ __all__ = [
     "matmul", "linear", "pack_weight", "PackedWeight",
     "scaled_dot_product_attention", "attention_weights", "KVCache",
     "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu", "relu",
-    "get_num_threads", "set_num_threads", "num_threads", "show_config",
+    "get_num_threads", "set_num_threads", "num_threads", "set_contention_detection",
+    "show_config",
     "plot_attention",
 ]
 

@@ -28,6 +28,7 @@ cdef extern from "cattn.h" nogil:
     int cattn_omp_max_threads()
     int cattn_contended()
     void cattn_set_contended(double seconds)
+    int cattn_set_contention_detection(int on)
     double cattn_note_late_start()
     const char *cattn_compiler()
     int CATTN_ACT_NONE, CATTN_ACT_RELU, CATTN_ACT_GELU, CATTN_ACT_GELU_TANH, CATTN_ACT_SILU
@@ -104,6 +105,13 @@ def contended():
 def set_contended(double seconds):
     """Mark the CPU contended for `seconds` (0: clear). A test hook."""
     cattn_set_contended(seconds)
+
+
+def set_contention_detection(bint on):
+    """Whether a worker's late start marks the CPU contended (True, the
+    default: short regions then run on one thread for a while); returns the
+    previous setting. Results never depend on it (thread counts only)."""
+    return bool(cattn_set_contention_detection(on))
 
 
 def note_late_start():

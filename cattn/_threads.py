@@ -64,3 +64,14 @@ def num_threads(n):
         yield n
     finally:
         _local.n = prev
+
+
+def set_contention_detection(on):
+    """Whether cattn's kernels treat a thread that started a parallel region
+    late as a sign of a shared CPU (True, the default: short regions then
+    run on one thread for a while, csrc/contention.c). Turn it off in a
+    process whose own threads cause the late starts (`cattn serve` does: its
+    event loop wakes for every token). Returns the previous setting; results
+    are the same bits either way."""
+    from ._validate import as_flag
+    return _ext.set_contention_detection(as_flag(on, "on", "set_contention_detection"))

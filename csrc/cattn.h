@@ -89,6 +89,10 @@ int cattn_gemm_batched_f64(double *C, const int64_t *offc, int64_t rsc, int64_t 
 int cattn_contended(void);
 void cattn_set_contended(double seconds);
 double cattn_note_late_start(void);
+/* Late starts mark the CPU contended (1, the default) or are ignored (0:
+ * a process whose own other threads (a server's event loop) cause them);
+ * returns the previous setting. */
+int cattn_set_contention_detection(int on);
 
 /* Prepacked weights (cattn.pack_weight): a weight W (N, K) in torch's
  * layout (element (j, p) at W[j*rsw + p*csw]) packed once into the panels

@@ -16,12 +16,23 @@
  * ran ~7% of a short-sentence benchmark's calls on one thread, each 1.5x
  * slower), doubled for each late start within CATTN_CONTENDED_QUIET_S of
  * the previous window's end (the CPU stays shared), up to CATTN_CONTENDED_S.
+ *
+ * A process can turn the detection off (cattn_set_contention_detection):
+ * `cattn serve` does, since there late starts come from its own event loop
+ * and clients waking for each token, not from a busy neighbour, and one-thread
+ * short regions made a single stream's decode 10-14% slower (2-core Zen 4).
  */
 #include "threads.h"
 
 #ifdef _OPENMP
 static int64_t contended_until_ns;          /* omp_get_wtime() in ns; 0: never */
 static int64_t window_ns;                   /* the last window's length */
+static int detect = 1;                      /* late starts mark contention */
+
+int cattn_set_contention_detection(int on)
+{
+    return __atomic_exchange_n(&detect, on ? 1 : 0, __ATOMIC_RELAXED);
+}
 
 static int64_t now_ns(void)
 {
@@ -45,7 +56,8 @@ void cattn_region_end(cattn_region_t *r)
     double late = 0.0;
     for (int t = 1; t < r->nt; t++)
         if (r->arrive[t] >= 0.0 && r->arrive[t] - r->t0 > late) late = r->arrive[t] - r->t0;
-    if (late > CATTN_LATE_START_S) cattn_note_late_start();
+    if (late > CATTN_LATE_START_S && __atomic_load_n(&detect, __ATOMIC_RELAXED))
+        cattn_note_late_start();
 }
 
 /* Races between threads only pick one of two nearby windows (relaxed). */
@@ -74,5 +86,6 @@ int cattn_contended(void) { return 0; }
 void cattn_region_begin(cattn_region_t *r, int nt) { r->nt = nt; r->t0 = 0.0; }
 void cattn_region_end(cattn_region_t *r) { (void)r; }
 void cattn_set_contended(double seconds) { (void)seconds; }
+int cattn_set_contention_detection(int on) { (void)on; return 0; }
 double cattn_note_late_start(void) { return 0.0; }
 #endif

@@ -203,6 +203,25 @@ def test_contended_flag_hook():
     assert _ext.contended() is False
 
 
+def test_contention_detection_switch():
+    """set_contention_detection returns the previous setting and takes bools;
+    with it off, the same bits (only thread counts could change)."""
+    from cattn import _ext
+    x = np.random.default_rng(0).standard_normal((3, 384)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((512, 384)).astype(np.float32)
+    want = cattn.linear(x, w)
+    assert cattn.set_contention_detection(False) is True
+    try:
+        assert cattn.set_contention_detection(False) is False
+        np.testing.assert_array_equal(cattn.linear(x, w), want)
+        _ext.set_contended(0)
+        assert _ext.contended() is False
+    finally:
+        assert cattn.set_contention_detection(True) is False
+    with pytest.raises(TypeError, match="bool"):
+        cattn.set_contention_detection("yes")
+
+
 def test_contended_window_backs_off():
     """An isolated late start marks the CPU contended for CATTN_CONTENDED_MIN_S
     (0.01 s); late starts that keep coming double the window up to

@@ -52,13 +52,17 @@ class ServerState:
         self.embed = self.gen = None
         self.ready = threading.Event()
         self.error = None
+        self.prev_detection = None
         self.created = int(time.time())
 
     def load(self):
         """Load the models (on the engine thread: /health says 503 meanwhile)."""
         try:
-            from .. import set_num_threads
+            from .. import set_contention_detection, set_num_threads
             o = self.opts
+            # late starts here come from this process's event loop, not a
+            # neighbour (restored by close)
+            self.prev_detection = set_contention_detection(False)
             if o["threads"]:
                 set_num_threads(o["threads"])
             if o["embed"] is not None or o["load_embed_default"]:
@@ -92,6 +96,9 @@ class ServerState:
 
     def close(self):
         self.engine.close()
+        if self.prev_detection is not None:
+            from .. import set_contention_detection
+            set_contention_detection(self.prev_detection)
 
     def models(self):
         return [s.model_id for s in (self.embed, self.gen) if s is not None]
