@@ -60,9 +60,8 @@ class ServerState:
         try:
             from .. import set_contention_detection, set_num_threads
             o = self.opts
-            # late starts here come from this process's event loop, not a
-            # neighbour (restored by close)
-            self.prev_detection = set_contention_detection(False)
+            # the engine sets it per service (engine.py); restored by close
+            self.prev_detection = set_contention_detection(True)
             if o["threads"]:
                 set_num_threads(o["threads"])
             if o["embed"] is not None or o["load_embed_default"]:

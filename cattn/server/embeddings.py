@@ -37,6 +37,8 @@ class EmbeddingService:
     """encoder: a SentenceEncoder; engine: the Engine whose thread runs the
     batches (work()); max_queue: requests that may wait (429 beyond)."""
 
+    contention_detection = True     # batches: cattn's default policy
+
     def __init__(self, encoder, model_id, metrics, engine, max_queue=256):
         self.encoder = encoder
         self.model_id = model_id

@@ -12,13 +12,17 @@ admissions and one decode step).
 """
 import threading
 
+from .._threads import set_contention_detection
+
 __all__ = ["Engine"]
 
 
 class Engine:
     """services: objects with work() -> bool (True: did something; called
-    in turn while any has work) and, for the engine's sleep, their own
-    pending state behind notify(). run_soon(fn): fn() on the engine thread
+    in turn while any has work), their own pending state behind notify(),
+    and contention_detection (cattn.set_contention_detection during their
+    work: generation turns it off, since the late starts of its steps come
+    from this process's event loop and clients waking for every token). run_soon(fn): fn() on the engine thread
     before the next turn (e.g. loading the models)."""
 
     def __init__(self):
@@ -63,4 +67,5 @@ class Engine:
             while busy and not self._stop:
                 busy = False
                 for s in list(self.services):
+                    set_contention_detection(s.contention_detection)
                     busy |= bool(s.work())

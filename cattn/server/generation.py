@@ -69,6 +69,10 @@ class GenerationService:
     (prompt + new tokens); max_queue requests may wait for a slot (429
     beyond); engine: the Engine whose thread runs the model (work())."""
 
+    # off: a step's late starts are this process's own event loop and clients
+    # (with it on, a single stream decoded 10-14% slower: docs/api.md)
+    contention_detection = False
+
     def __init__(self, lm, model_id, metrics, engine, slots=4, context=2048, max_queue=64):
         self.lm = lm
         self.model_id = model_id
