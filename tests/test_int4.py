@@ -414,7 +414,7 @@ def test_int8g_linear_equals_documented_formula(rng, M, N, K):
     assert np.all(np.abs(p.unpack() - w) <= 0.5 * step * 1.0001 + 1e-7)
 
 
-@pytest.mark.parametrize("case", ["sub", "min", "zero", "sub-f32"])
+@pytest.mark.parametrize("case", ["sub", "min", "zero", "zero-min", "sub-f32"])
 @pytest.mark.parametrize("M,N,K", [(1, 17, 64), (5, 40, 96), (9, 33, 257)])
 def test_int8g_forms(rng, M, N, K, case):
     """The GGUF forms through int8g_arrays: Q6_K-like sub-scales with z = 32,
@@ -422,9 +422,9 @@ def test_int8g_forms(rng, M, N, K, case):
     G = -(-K // 32)
     u = rng.integers(0, 64 if case.startswith("sub") else 256, (N, K)).astype(np.uint8)
     d = (rng.random((N, G)) * 0.01).astype(F32 if case == "sub-f32" else np.float16)
-    mn = (randn(rng, (N, G)) * 0.1).astype(d.dtype) if case == "min" else None
+    mn = (randn(rng, (N, G)) * 0.1).astype(d.dtype) if case.endswith("min") else None
     sub = rng.integers(-128, 128, (N, 2 * G)).astype(np.int8) if case.startswith("sub") else None
-    z = {"sub": 32, "sub-f32": 32, "min": 0, "zero": 128}[case]
+    z = {"sub": 32, "sub-f32": 32, "min": 0, "zero": 128, "zero-min": 128}[case]
     p = PackedWeight.from_arrays(formats.int8g_arrays(u, d, mn, sub, z))
     want = np.repeat(d.astype(F32), 32, axis=1)[:, :K]
     if sub is not None:
@@ -438,6 +438,22 @@ def test_int8g_forms(rng, M, N, K, case):
     back = PackedWeight.from_arrays(p.to_arrays())
     np.testing.assert_array_equal(cattn.linear(x, back), cattn.linear(x, p))
     np.testing.assert_array_equal(threads_bitwise(cattn.linear, x, p), cattn.linear(x, p))
+
+
+@pytest.mark.parametrize("z", [0, 128])
+@pytest.mark.parametrize("M", [1, 2, 3, 4, 6])
+def test_int8g_extreme_products(rng, z, M):
+    """Every product at its largest: u in {0, 255} against activations of
+    +-127 (rows of +-1), the pairs an AVX2 kernel sums in 16 bits (z = 128:
+    |q| = 128 by the sign trick), against the formula."""
+    N, K = 24, 96
+    u = np.where(rng.random((N, K)) < 0.5, 0, 255).astype(np.uint8)
+    u[0], u[1] = 0, 255
+    d = np.full((N, K // 32), 0.01, np.float16)
+    p = PackedWeight.from_arrays(formats.int8g_arrays(u, d, None, None, z))
+    x = np.where(rng.random((M, K)) < 0.5, -1.0, 1.0).astype(F32)
+    x[0] = 1.0
+    np.testing.assert_array_equal(cattn.linear(x, p), linear_formula8(x, u, d, None, None, z))
 
 
 def test_int8g_nonfinite_empty_and_errors(rng):

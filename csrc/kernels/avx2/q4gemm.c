@@ -72,12 +72,61 @@ tile(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, 
     }
 }
 
+/* m >= 2 (compute-bound): the tile one 8-column half h at a time over all
+ * G groups. Both halves at once hold 8 float accumulators beside the m
+ * group sums and spill out of AVX2's 16 ymm; one half keeps 4 + 4 + the
+ * temporaries in registers. The same integer sums and the same float steps
+ * per column in the same order (same bits); the panel is read twice, from
+ * L1/L2 (K x 8 bytes). */
+static inline __attribute__((always_inline)) void
+tile_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, const int H16, int z,
+          const int M, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+          const float *sxs, int64_t lds, float *c, int64_t ldc)
+{
+    const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    __m256 f[4];
+    for (int i = 0; i < 4; i++) f[i] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < G; g++, b += 256) {
+        __m256i s[4];
+        for (int i = 0; i < M; i++) s[i] = _mm256_setzero_si256();
+        for (int t = 0; t < 4; t++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(b + 64 * t + 32 * h));
+            const __m256i lo = _mm256_and_si256(v, low);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            for (int i = 0; i < M; i++) {
+                const int8_t *a = qx + i * ldq + g * 32 + 8 * t;
+                int32_t w0, w1;
+                __builtin_memcpy(&w0, a, 4);
+                __builtin_memcpy(&w1, a + 4, 4);
+                s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(w0)));
+                s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(w1)));
+            }
+        }
+        const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
+        const __m256 mv = mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
+        for (int i = 0; i < M; i++) {
+            const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s[i], ones),
+                                                  _mm256_set1_epi32(z * xs[i * lds + g]));
+            const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
+            f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ds, f[i]);
+            if (mn) f[i] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i]);
+        }
+    }
+    for (int i = 0; i < M; i++) _mm256_storeu_ps(c + i * ldc + 8 * h, f[i]);
+}
+
+#define HALVES(M, H)                                                                         \
+    do {                                                                                     \
+        tile_half(G, b, 0, d, mn, H, z, M, qx, ldq, sx, xs, sxs, lds, c, ldc);               \
+        tile_half(G, b, 1, d, mn, H, z, M, qx, ldq, sx, xs, sxs, lds, c, ldc);               \
+    } while (0)
+
 #define TILES(H)                                                                        \
     switch (m) {                                                                        \
     case 1: tile(G, b, d, mn, H, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc); break;       \
-    case 2: tile(G, b, d, mn, H, z, 2, qx, ldq, sx, xs, sxs, lds, c, ldc); break;       \
-    case 3: tile(G, b, d, mn, H, z, 3, qx, ldq, sx, xs, sxs, lds, c, ldc); break;       \
-    default: tile(G, b, d, mn, H, z, 4, qx, ldq, sx, xs, sxs, lds, c, ldc); break;      \
+    case 2: HALVES(2, H); break;                                                        \
+    case 3: HALVES(3, H); break;                                                        \
+    default: HALVES(4, H); break;                                                       \
     }
 
 void cattn_ukr_avx2_q4(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
@@ -154,12 +203,154 @@ tile8(int64_t G, const uint8_t *b, const void *d, const void *mn, const int8_t *
     }
 }
 
+/* m >= 2: as tile_half, one 8-column half at a time. Without sub-scales the
+ * nibble sums run over all 8 chunks in s16 (8 products of at most
+ * 2 * 15 * 127 per lane: 30480, no overflow) and the two sub-blocks' int32
+ * sums are not kept apart (t = isum_0 + isum_1 - z xs, the same integer). */
+static inline __attribute__((always_inline)) void
+tile8_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, const int8_t *sub,
+           const int H16, int z, const int M, const int8_t *qx, int64_t ldq, const float *sx,
+           const int32_t *xs, const int32_t *xs16, const float *sxs, int64_t lds, float *c,
+           int64_t ldc)
+{
+    const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    __m256 f[4];
+    for (int i = 0; i < 4; i++) f[i] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < G; g++, b += 512) {
+        __m256i tt[4];
+        for (int sb = 0; sb < (sub ? 2 : 1); sb++) {
+            __m256i sl[4], sh[4];
+            for (int i = 0; i < M; i++) sl[i] = sh[i] = _mm256_setzero_si256();
+            const int t0 = sub ? 4 * sb : 0, t1 = sub ? 4 * sb + 4 : 8;
+            for (int t = t0; t < t1; t++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(b + 64 * t + 32 * h));
+                const __m256i lo = _mm256_and_si256(v, low);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+                for (int i = 0; i < M; i++) {
+                    int32_t w;
+                    __builtin_memcpy(&w, qx + i * ldq + g * 32 + 4 * t, 4);
+                    const __m256i a = _mm256_set1_epi32(w);
+                    sl[i] = _mm256_add_epi16(sl[i], _mm256_maddubs_epi16(lo, a));
+                    sh[i] = _mm256_add_epi16(sh[i], _mm256_maddubs_epi16(hi, a));
+                }
+            }
+            for (int i = 0; i < M; i++) {
+                const __m256i part = _mm256_add_epi32(_mm256_madd_epi16(sl[i], ones),
+                                                      _mm256_slli_epi32(_mm256_madd_epi16(sh[i], ones), 4));
+                if (!sub) {
+                    tt[i] = _mm256_sub_epi32(part, _mm256_set1_epi32(z * xs[i * lds + g]));
+                } else {
+                    const __m256i sv = _mm256_cvtepi8_epi32(
+                        _mm_loadl_epi64((const __m128i *)(sub + g * 32 + 16 * sb + 8 * h)));
+                    const __m256i u = _mm256_mullo_epi32(sv, _mm256_sub_epi32(
+                        part, _mm256_set1_epi32(z * xs16[i * 2 * lds + 2 * g + sb])));
+                    tt[i] = sb ? _mm256_add_epi32(tt[i], u) : u;
+                }
+            }
+        }
+        const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
+        const __m256 mv = mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
+        for (int i = 0; i < M; i++) {
+            const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
+            f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tt[i]), ds, f[i]);
+            if (mn) f[i] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i]);
+        }
+    }
+    for (int i = 0; i < M; i++) _mm256_storeu_ps(c + i * ldc + 8 * h, f[i]);
+}
+
+/* z = 128 without sub-scales (GGUF's Q8_0: u = q + 128): the signed value
+ * q = u ^ 0x80 against s8 activations by the sign trick, |q| (u8, <= 128)
+ * times sign(a, q) (vpsignb; |a| <= 127): a pair is at most 2 * 128 * 127
+ * = 32512, so each chunk goes to int32 at once (vpmaddwd). One product a
+ * byte instead of one per nibble, and t = sum q a = isum - 128 xs (the
+ * same integer) with no correction. */
+static inline __attribute__((always_inline)) void
+tile8_z128_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, const int H16,
+                const int M, const int8_t *qx, int64_t ldq, const float *sx, const float *sxs,
+                int64_t lds, float *c, int64_t ldc)
+{
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256 f[4];
+    for (int i = 0; i < 4; i++) f[i] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < G; g++, b += 512) {
+        __m256i tt[4];
+        for (int i = 0; i < M; i++) tt[i] = _mm256_setzero_si256();
+        for (int t = 0; t < 8; t++) {
+            const __m256i q = _mm256_xor_si256(
+                _mm256_loadu_si256((const __m256i *)(b + 64 * t + 32 * h)), flip);
+            const __m256i aq = _mm256_abs_epi8(q);
+            for (int i = 0; i < M; i++) {
+                int32_t w;
+                __builtin_memcpy(&w, qx + i * ldq + g * 32 + 4 * t, 4);
+                const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(_mm256_set1_epi32(w), q));
+                tt[i] = _mm256_add_epi32(tt[i], _mm256_madd_epi16(p, ones));
+            }
+        }
+        const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
+        const __m256 mv = mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
+        for (int i = 0; i < M; i++) {
+            const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
+            f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tt[i]), ds, f[i]);
+            if (mn) f[i] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i]);
+        }
+    }
+    for (int i = 0; i < M; i++) _mm256_storeu_ps(c + i * ldc + 8 * h, f[i]);
+}
+
+/* the same for one row, both halves in one pass (the decode's stream) */
+static inline __attribute__((always_inline)) void
+tile8_z128_row(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16,
+               const int8_t *qx, const float *sx, const float *sxs, float *c)
+{
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256 f0 = _mm256_setzero_ps(), f1 = f0;
+    for (int64_t g = 0; g < G; g++, b += 512) {
+        __m256i t0 = _mm256_setzero_si256(), t1 = t0;
+        for (int t = 0; t < 8; t++) {
+            int32_t w;
+            __builtin_memcpy(&w, qx + g * 32 + 4 * t, 4);
+            const __m256i a = _mm256_set1_epi32(w);
+            const __m256i q0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b + 64 * t)), flip);
+            const __m256i q1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b + 64 * t + 32)), flip);
+            t0 = _mm256_add_epi32(t0, _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_abs_epi8(q0), _mm256_sign_epi8(a, q0)), ones));
+            t1 = _mm256_add_epi32(t1, _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_abs_epi8(q1), _mm256_sign_epi8(a, q1)), ones));
+        }
+        const __m256 s = _mm256_set1_ps(sx[g]);
+        f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t0), _mm256_mul_ps(scales8(d, g * 16, H16), s), f0);
+        f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t1), _mm256_mul_ps(scales8(d, g * 16 + 8, H16), s), f1);
+        if (mn) {
+            const __m256 m = _mm256_set1_ps(sxs[g]);
+            f0 = _mm256_fmadd_ps(scales8(mn, g * 16, H16), m, f0);
+            f1 = _mm256_fmadd_ps(scales8(mn, g * 16 + 8, H16), m, f1);
+        }
+    }
+    _mm256_storeu_ps(c, f0);
+    _mm256_storeu_ps(c + 8, f1);
+}
+
+#define HALVES8(M, H)                                                                            \
+    do {                                                                                         \
+        if (z == 128 && !sub) {                                                                  \
+            tile8_z128_half(G, b, 0, d, mn, H, M, qx, ldq, sx, sxs, lds, c, ldc);                \
+            tile8_z128_half(G, b, 1, d, mn, H, M, qx, ldq, sx, sxs, lds, c, ldc);                \
+        } else {                                                                                 \
+            tile8_half(G, b, 0, d, mn, sub, H, z, M, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);   \
+            tile8_half(G, b, 1, d, mn, sub, H, z, M, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);   \
+        }                                                                                        \
+    } while (0)
+
 #define TILES8(H)                                                                              \
     switch (m) {                                                                               \
-    case 1: tile8(G, b, d, mn, sub, H, z, 1, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break;  \
-    case 2: tile8(G, b, d, mn, sub, H, z, 2, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break;  \
-    case 3: tile8(G, b, d, mn, sub, H, z, 3, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break;  \
-    default: tile8(G, b, d, mn, sub, H, z, 4, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
+    case 1:                                                                                    \
+        if (z == 128 && !sub) tile8_z128_row(G, b, d, mn, H, qx, sx, sxs, c);                  \
+        else tile8(G, b, d, mn, sub, H, z, 1, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);        \
+        break;                                                                                 \
+    case 2: HALVES8(2, H); break;                                                              \
+    case 3: HALVES8(3, H); break;                                                              \
+    default: HALVES8(4, H); break;                                                             \
     }
 
 void cattn_ukr_avx2_q8g(int64_t G, const uint8_t *b, const void *d, const void *mn,
