@@ -64,7 +64,10 @@ static int quantize_row(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float
         const int64_t k0 = g * QG, n = cattn_min64(QG, K - k0);
         float v[QG] = {0}, amax = 0.0f;
         memcpy(v, x + k0, sizeof(float) * (size_t)n);
-        for (int k = 0; k < QG; k++) amax = fmaxf(amax, fabsf(v[k]));
+        for (int k = 0; k < QG; k++) {          /* finite here: fmaxf's NaN rule unneeded */
+            const float a = fabsf(v[k]);         /* (and fmaxf is a libm call without -ffast-math) */
+            amax = a > amax ? a : amax;
+        }
         int8_t *q = qx + k0;
         int32_t s = 0;
         if (amax == 0.0f) {

@@ -30,6 +30,27 @@ static inline __attribute__((always_inline)) __m256 scales8(const void *a, int64
     return _mm256_mul_ps(_mm256_castsi256_ps(u), _mm256_set1_ps(0x1p112f));
 }
 
+/* keeps an accumulator in its register: without it gcc re-associates the
+ * exact integer adds into a tree of all of a group's products at once and
+ * spills them to the stack */
+#define PIN(v) __asm__("" : "+x"(v))
+
+/* the weight stream PF bytes ahead (int4 groups: 256 bytes and their
+ * scales; int8g: 512 bytes at twice the distance), as the AVX-512 kernels */
+#define PF 4096
+static inline __attribute__((always_inline)) void
+pf4(const uint8_t *b, const void *d, const void *mn, int64_t g, const int H16)
+{
+    for (int t = 0; t < 4; t++) _mm_prefetch((const char *)b + PF + 64 * t, _MM_HINT_T0);
+    const int64_t sb = (H16 ? 2 : 4) * g * 16, spf = H16 ? PF / 8 : PF / 4;
+    _mm_prefetch((const char *)d + sb + spf, _MM_HINT_T0);
+    if (mn) _mm_prefetch((const char *)mn + sb + spf, _MM_HINT_T0);
+}
+static inline __attribute__((always_inline)) void pf8(const uint8_t *b)
+{
+    for (int t = 0; t < 8; t++) _mm_prefetch((const char *)b + 2 * PF + 64 * t, _MM_HINT_T0);
+}
+
 static inline __attribute__((always_inline)) void
 tile(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, int z, const int M,
      const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs, const float *sxs,
@@ -39,6 +60,7 @@ tile(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, 
     __m256 f[4][2];
     for (int i = 0; i < 4; i++) f[i][0] = f[i][1] = _mm256_setzero_ps();
     for (int64_t g = 0; g < G; g++, b += 256) {
+        pf4(b, d, mn, g, H16);
         for (int h = 0; h < 2; h++) {
             __m256i s[4];
             for (int i = 0; i < M; i++) s[i] = _mm256_setzero_si256();
@@ -87,6 +109,7 @@ tile_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, con
     __m256 f[4];
     for (int i = 0; i < 4; i++) f[i] = _mm256_setzero_ps();
     for (int64_t g = 0; g < G; g++, b += 256) {
+        if (h == 0) pf4(b, d, mn, g, H16);          /* the second pass reads L1 / L2 */
         __m256i s[4];
         for (int i = 0; i < M; i++) s[i] = _mm256_setzero_si256();
         for (int t = 0; t < 4; t++) {
@@ -100,6 +123,7 @@ tile_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, con
                 __builtin_memcpy(&w1, a + 4, 4);
                 s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(w0)));
                 s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(w1)));
+                PIN(s[i]);
             }
         }
         const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
@@ -153,6 +177,7 @@ tile8(int64_t G, const uint8_t *b, const void *d, const void *mn, const int8_t *
     __m256 f[4][2];
     for (int i = 0; i < 4; i++) f[i][0] = f[i][1] = _mm256_setzero_ps();
     for (int64_t g = 0; g < G; g++, b += 512) {
+        pf8(b);
         for (int h = 0; h < 2; h++) {
             __m256i part[4][2];
             for (int sb = 0; sb < 2; sb++) {
@@ -217,6 +242,7 @@ tile8_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, co
     __m256 f[4];
     for (int i = 0; i < 4; i++) f[i] = _mm256_setzero_ps();
     for (int64_t g = 0; g < G; g++, b += 512) {
+        if (h == 0) pf8(b);
         __m256i tt[4];
         for (int sb = 0; sb < (sub ? 2 : 1); sb++) {
             __m256i sl[4], sh[4];
@@ -232,6 +258,8 @@ tile8_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, co
                     const __m256i a = _mm256_set1_epi32(w);
                     sl[i] = _mm256_add_epi16(sl[i], _mm256_maddubs_epi16(lo, a));
                     sh[i] = _mm256_add_epi16(sh[i], _mm256_maddubs_epi16(hi, a));
+                    PIN(sl[i]);
+                    PIN(sh[i]);
                 }
             }
             for (int i = 0; i < M; i++) {
@@ -274,6 +302,7 @@ tile8_z128_half(int64_t G, const uint8_t *b, int h, const void *d, const void *m
     __m256 f[4];
     for (int i = 0; i < 4; i++) f[i] = _mm256_setzero_ps();
     for (int64_t g = 0; g < G; g++, b += 512) {
+        if (h == 0) pf8(b);
         __m256i tt[4];
         for (int i = 0; i < M; i++) tt[i] = _mm256_setzero_si256();
         for (int t = 0; t < 8; t++) {
@@ -285,6 +314,7 @@ tile8_z128_half(int64_t G, const uint8_t *b, int h, const void *d, const void *m
                 __builtin_memcpy(&w, qx + i * ldq + g * 32 + 4 * t, 4);
                 const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(_mm256_set1_epi32(w), q));
                 tt[i] = _mm256_add_epi32(tt[i], _mm256_madd_epi16(p, ones));
+                PIN(tt[i]);
             }
         }
         const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
@@ -306,6 +336,7 @@ tile8_z128_row(int64_t G, const uint8_t *b, const void *d, const void *mn, const
     const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     __m256 f0 = _mm256_setzero_ps(), f1 = f0;
     for (int64_t g = 0; g < G; g++, b += 512) {
+        pf8(b);
         __m256i t0 = _mm256_setzero_si256(), t1 = t0;
         for (int t = 0; t < 8; t++) {
             int32_t w;
