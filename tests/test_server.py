@@ -143,6 +143,17 @@ def test_health_models_and_auth(server):
         server.client().embeddings.create(model="tiny", input="x")   # no embeddings model
     status, body = _get(server.port, "/v1/nothing-here", {"Authorization": f"Bearer {KEY}"})
     assert status == 404 and "error" in json.loads(body)
+    assert "GET /v1/models" not in server.output()                  # no access log by default
+
+
+def test_access_log_when_asked(llm_file, tmp_path):
+    s = Server(str(tmp_path), "--llm", llm_file, "--no-embed", "--access-log")
+    try:
+        assert _get(s.port, "/v1/models")[0] == 200
+        time.sleep(0.3)
+        assert "GET /v1/models" in s.output()
+    finally:
+        s.stop()
 
 
 def test_chat_greedy_equals_chat_alone_streamed_or_not(server, lm):

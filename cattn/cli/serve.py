@@ -36,6 +36,9 @@ def add_command(sub):
                    help="largest request body (413 beyond; default 4 MiB)")
     p.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",
                    help="allow this origin by CORS (repeatable; none by default)")
+    p.add_argument("--access-log", action="store_true",
+                   help="log a line per request (off by default: on a 2-core host each "
+                        "line cost the event loop ~0.25 ms, 4%% of a one-sentence embedding)")
     add_threads_option(p)
     p.set_defaults(func=_serve)
 
@@ -73,5 +76,5 @@ def _serve(args):
             context=args.context, max_body=args.max_body, cors_origin=args.cors_origin,
             load_embed_default=load_default)
     uvicorn.run(a, host=args.host, port=args.port, log_level="info",
-                timeout_graceful_shutdown=5)
+                access_log=args.access_log, timeout_graceful_shutdown=5)
     return 0
