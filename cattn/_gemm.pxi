@@ -144,6 +144,7 @@ cdef extern from "cattn.h" nogil:
         const int8_t *sub
         cattn_q4k_scales k
         int z
+        int ubits
     int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,
                             int n_threads)
 
@@ -159,11 +160,13 @@ cdef const void *_ptr(object a):
 
 cdef int _weight(cattn_weight *w, tuple entry) except -1:
     """Fill *w from entry = (kind, data, scale, colsum, bias, N, K, rsw, csw[,
-    k]) (None for what the kind lacks; int4, int8g: colsum is the mins, rsw
-    the zero point, csw the int8g sub-scales or None, k int4's two-level
-    scales (sc, m, D, Dmin) or None); w points into entry's arrays."""
+    k[, ubits]]) (None for what the kind lacks; int4, int8g: colsum is the
+    mins, rsw the zero point, csw the int8g sub-scales or None, k int4's
+    two-level scales (sc, m, D, Dmin) or None, ubits int8g's bound: every u
+    < 2^ubits, default 8); w points into entry's arrays."""
     kind, data, sw, colsum, bias, N, K, rsw, csw = entry[:9]
     k = entry[9] if len(entry) > 9 else None
+    w.ubits = entry[10] if len(entry) > 10 else 8
     w.k.sc = w.k.m = NULL
     w.k.D = w.k.Dmin = NULL
     if k is not None:

@@ -170,11 +170,13 @@ size_t cattn_q4_packed_bytes(int64_t N, int64_t K);
 /* int8g: the same loops with 8-bit values u[j, k] in [0, 255]: w[j, k] =
  * (d[j, g] s[j, h]) (u - z) + mn[j, g] (s: int8 per 16 k, h = k/16, or
  * NULL: 1; mn NULL: 0); P: ceil(N/16) panels of G groups of 512 bytes
- * (dispatch.h, cattn_ukr_q8g_t); sub: (ceil(N/16), G, 2, 16) int8. */
+ * (dispatch.h, cattn_ukr_q8g_t); sub: (ceil(N/16), G, 2, 16) int8. ubits:
+ * every u < 2^ubits (8 when unknown; <= 6 lets a path sum more products in
+ * 16 bits: the same results). */
 size_t cattn_q8g_packed_bytes(int64_t N, int64_t K);
 int cattn_linear_int8g(float *C, const float *A, const uint8_t *P, const void *d,
-                       const void *mn, const int8_t *sub, int h16, int z, int64_t M, int64_t N,
-                       int64_t K, const float *bias, int act, int n_threads);
+                       const void *mn, const int8_t *sub, int h16, int z, int ubits, int64_t M,
+                       int64_t N, int64_t K, const float *bias, int act, int n_threads);
 /* int4's two-level scales (GGUF Q4_K: 4.6 bits a weight instead of 6): per
  * panel and group, d = D sc and mn = -(Dmin m) (float32 products, exact),
  * D, Dmin float16 per 8 groups. sc, m: (ceil(N/16), G, 16) u8; D, Dmin:
@@ -232,6 +234,7 @@ typedef struct {
     const int8_t *sub;          /* int8g: sub-scales per 16, or NULL */
     cattn_q4k_scales k;         /* int4: two-level scales (k.sc NULL: none) */
     int z;                      /* int4: the zero point without mins (0 or 8) */
+    int ubits;                  /* int8g: every u < 2^ubits (8: unknown) */
 } cattn_weight;
 int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,
                         int n_threads);

@@ -134,6 +134,9 @@ typedef void (*cattn_ukr_q4_t)(int64_t G, const uint8_t *b, const void *d, const
  * xs16[i*2*lds + 2g + h] the matching activation sums, s[(g*2 + h)*16 + j]
  * int8; u in [0, 255]. b: the panel, G groups of 512 bytes: chunk t (t <
  * 8) is 64 bytes, byte 4j + v holding u[j, 32g + 4t + v]. */
+/* ukr_q8g_n: the same contract for a weight whose every u < 64 (GGUF's
+ * Q5_x, Q5_K, Q6_K values; the driver knows it from the format's ubits), so
+ * a path may sum more products in 16 bits; NULL: ukr_q8g serves it. */
 typedef void (*cattn_ukr_q8g_t)(int64_t G, const uint8_t *b, const void *d, const void *mn,
                                 const int8_t *s, int h16, int z, int m, const int8_t *qx,
                                 int64_t ldq, const float *sx, const int32_t *xs,
@@ -219,6 +222,7 @@ typedef struct {
     cattn_quant_row_t quant_row_u8;
     cattn_ukr_q4_t ukr_q4;
     cattn_ukr_q8g_t ukr_q8g;
+    cattn_ukr_q8g_t ukr_q8g_n;              /* int8g with every u < 64, or NULL: ukr_q8g */
     const char *int4_kernel;                /* which int4 micro-kernel ukr_q4 is */
     cattn_dotn_f32_t dotn_f32;
     cattn_dotn_f64_t dotn_f64;

@@ -128,6 +128,7 @@ typedef struct {
     const cattn_q4k_scales *k; float *kbuf;      /* two-level scales; per thread 2 G 16 floats */
     const float *bias; int act;
     int64_t M, N, G;
+    int narrow;                                   /* int8g: every u < 64 */
 } q4_args;
 
 /* panels [p0, p1) x all rows into C */
@@ -159,7 +160,7 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
                 cattn_kt.ukr_q4(G, b, d, mn, a->k ? 0 : a->h16, a->z, m, a->qx + r * Kp, Kp, a->sx + r * G,
                                 a->xs + r * G, a->sxs + r * G, G, buf, NR);
             else
-                cattn_kt.ukr_q8g(G, b, d, mn, a->sub ? a->sub + p * G * 2 * NR : NULL, a->h16,
+                (a->narrow && cattn_kt.ukr_q8g_n ? cattn_kt.ukr_q8g_n : cattn_kt.ukr_q8g)(G, b, d, mn, a->sub ? a->sub + p * G * 2 * NR : NULL, a->h16,
                                  a->z, m, a->qx + r * Kp, Kp, a->sx + r * G, a->xs + r * G,
                                  a->xs16 + 2 * r * G, a->sxs + r * G, G, buf, NR);
             for (int i = 0; i < m; i++) {
@@ -179,8 +180,8 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
 
 static int linear_groups(float *C, const float *A, const uint8_t *P, const void *d,
                          const void *mn, const int8_t *sub, const cattn_q4k_scales *k, int h16,
-                         int z, int bits, int64_t M, int64_t N, int64_t K, const float *bias,
-                         int act, int n_threads)
+                         int z, int bits, int narrow, int64_t M, int64_t N, int64_t K,
+                         const float *bias, int act, int n_threads)
 {
     cattn_init();
     if (M <= 0 || N <= 0) return CATTN_OK;
@@ -214,7 +215,7 @@ static int linear_groups(float *C, const float *A, const uint8_t *P, const void 
         if (!kbuf) { cattn_aligned_free(mem); return CATTN_ENOMEM; }
     }
     const q4_args g = {C, qx, sx, xs, xs16, sxs, bad, P, d, mn, sub, h16, z, bits, k, kbuf,
-                       bias, act, M, N, G};
+                       bias, act, M, N, G, narrow};
     const int quant_in_region = nt > 1 && M >= 8;
     if (!quant_in_region)
         for (int64_t i = 0; i < M; i++)
@@ -245,12 +246,13 @@ int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
                       const void *mn, const cattn_q4k_scales *k, int h16, int z, int64_t M,
                       int64_t N, int64_t K, const float *bias, int act, int n_threads)
 {
-    return linear_groups(C, A, P, d, mn, NULL, k, h16, z, 4, M, N, K, bias, act, n_threads);
+    return linear_groups(C, A, P, d, mn, NULL, k, h16, z, 4, 0, M, N, K, bias, act, n_threads);
 }
 
 int cattn_linear_int8g(float *C, const float *A, const uint8_t *P, const void *d,
-                       const void *mn, const int8_t *sub, int h16, int z, int64_t M, int64_t N,
-                       int64_t K, const float *bias, int act, int n_threads)
+                       const void *mn, const int8_t *sub, int h16, int z, int ubits, int64_t M,
+                       int64_t N, int64_t K, const float *bias, int act, int n_threads)
 {
-    return linear_groups(C, A, P, d, mn, sub, NULL, h16, z, 8, M, N, K, bias, act, n_threads);
+    return linear_groups(C, A, P, d, mn, sub, NULL, h16, z, 8, ubits <= 6, M, N, K, bias, act,
+                         n_threads);
 }

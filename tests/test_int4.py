@@ -414,17 +414,19 @@ def test_int8g_linear_equals_documented_formula(rng, M, N, K):
     assert np.all(np.abs(p.unpack() - w) <= 0.5 * step * 1.0001 + 1e-7)
 
 
-@pytest.mark.parametrize("case", ["sub", "min", "zero", "zero-min", "sub-f32"])
+@pytest.mark.parametrize("case", ["sub", "min", "zero", "zero-min", "sub-f32", "q5", "q5-min"])
 @pytest.mark.parametrize("M,N,K", [(1, 17, 64), (5, 40, 96), (9, 33, 257)])
 def test_int8g_forms(rng, M, N, K, case):
     """The GGUF forms through int8g_arrays: Q6_K-like sub-scales with z = 32,
     Q5_1-like mins, Q8_0-like z = 128; unpack and the formula."""
     G = -(-K // 32)
-    u = rng.integers(0, 64 if case.startswith("sub") else 256, (N, K)).astype(np.uint8)
+    top = 64 if case.startswith("sub") else 32 if case.startswith("q5") else 256
+    u = rng.integers(0, top, (N, K)).astype(np.uint8)          # 6- and 5-bit: the narrow kernels
     d = (rng.random((N, G)) * 0.01).astype(F32 if case == "sub-f32" else np.float16)
     mn = (randn(rng, (N, G)) * 0.1).astype(d.dtype) if case.endswith("min") else None
     sub = rng.integers(-128, 128, (N, 2 * G)).astype(np.int8) if case.startswith("sub") else None
-    z = {"sub": 32, "sub-f32": 32, "min": 0, "zero": 128, "zero-min": 128}[case]
+    z = {"sub": 32, "sub-f32": 32, "min": 0, "zero": 128, "zero-min": 128, "q5": 16,
+         "q5-min": 0}[case]
     p = PackedWeight.from_arrays(formats.int8g_arrays(u, d, mn, sub, z))
     want = np.repeat(d.astype(F32), 32, axis=1)[:, :K]
     if sub is not None:
@@ -440,20 +442,23 @@ def test_int8g_forms(rng, M, N, K, case):
     np.testing.assert_array_equal(threads_bitwise(cattn.linear, x, p), cattn.linear(x, p))
 
 
-@pytest.mark.parametrize("z", [0, 128])
+@pytest.mark.parametrize("z,top,sub", [(0, 255, False), (128, 255, False), (32, 63, True),
+                                       (16, 31, False), (0, 63, False)])
 @pytest.mark.parametrize("M", [1, 2, 3, 4, 6])
-def test_int8g_extreme_products(rng, z, M):
-    """Every product at its largest: u in {0, 255} against activations of
+def test_int8g_extreme_products(rng, z, top, sub, M):
+    """Every product at its largest: u in {0, top} against activations of
     +-127 (rows of +-1), the pairs an AVX2 kernel sums in 16 bits (z = 128:
-    |q| = 128 by the sign trick), against the formula."""
+    |q| = 128 by the sign trick; top 63 or 31: the narrow kernel's bytes
+    unsplit), against the formula."""
     N, K = 24, 96
-    u = np.where(rng.random((N, K)) < 0.5, 0, 255).astype(np.uint8)
-    u[0], u[1] = 0, 255
+    u = np.where(rng.random((N, K)) < 0.5, 0, top).astype(np.uint8)
+    u[0], u[1] = 0, top
     d = np.full((N, K // 32), 0.01, np.float16)
-    p = PackedWeight.from_arrays(formats.int8g_arrays(u, d, None, None, z))
+    s = np.full((N, 2 * (K // 32)), -128, np.int8) if sub else None
+    p = PackedWeight.from_arrays(formats.int8g_arrays(u, d, None, s, z))
     x = np.where(rng.random((M, K)) < 0.5, -1.0, 1.0).astype(F32)
     x[0] = 1.0
-    np.testing.assert_array_equal(cattn.linear(x, p), linear_formula8(x, u, d, None, None, z))
+    np.testing.assert_array_equal(cattn.linear(x, p), linear_formula8(x, u, d, None, s, z))
 
 
 def test_int8g_nonfinite_empty_and_errors(rng):

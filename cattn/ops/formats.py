@@ -589,7 +589,9 @@ class _Int8G(_Int4):
                              "int8g needs a finite weight")
         u, d = quantize_int8g(W)
         data[...] = int8g_panels(u)
-        return self._extra8(d, None, None, 128, W.shape[0])
+        e = self._extra8(d, None, None, 128, W.shape[0])
+        e["ubits"] = _ubits(data)
+        return e
 
     def _extra8(self, d, mn, sub, z, N):
         e = self._extra(d, mn, z, N)
@@ -646,11 +648,19 @@ class _Int8G(_Int4):
                 raise ValueError(f"{op}: an int8g weight's 'sub' must be int8 of shape "
                                  f"({N}, {2 * G}) (per output and 16 inputs), got {show(sub)}")
         e["sub"] = None if sub is None else _sub_panels(sub, N)
+        e["ubits"] = _ubits(data)
         return e
 
     def entry(self, data, extra, shape, bias):
         return (self.kind, data, extra["scale"], extra["min"], bias, shape[0], shape[1],
-                extra["zero"], extra["sub"])
+                extra["zero"], extra["sub"], None, extra["ubits"])
+
+
+def _ubits(data):
+    """The bits the largest stored value needs (every u < 2^ubits; GGUF's
+    Q5_x / Q6_K values need 5 / 6): kernels may sum narrow values in 16 bits."""
+    top = int(data.max()) if data.size else 0
+    return max(1, top.bit_length())
 
 
 def int4_k_arrays(q, D, Dmin, sc, m):

@@ -328,38 +328,181 @@ tile8_z128_half(int64_t G, const uint8_t *b, int h, const void *d, const void *m
     for (int i = 0; i < M; i++) _mm256_storeu_ps(c + i * ldc + 8 * h, f[i]);
 }
 
-/* the same for one row, both halves in one pass (the decode's stream) */
+/* the same for one or two rows, both halves in one pass (a decode step's
+ * stream: two passes lost 8-27% there) */
 static inline __attribute__((always_inline)) void
-tile8_z128_row(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16,
-               const int8_t *qx, const float *sx, const float *sxs, float *c)
+tile8_z128_rows(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16,
+                const int M, const int8_t *qx, int64_t ldq, const float *sx, const float *sxs,
+                int64_t lds, float *c, int64_t ldc)
 {
     const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
-    __m256 f0 = _mm256_setzero_ps(), f1 = f0;
+    __m256 f[2][2];
+    for (int i = 0; i < 2; i++) f[i][0] = f[i][1] = _mm256_setzero_ps();
     for (int64_t g = 0; g < G; g++, b += 512) {
         pf8(b);
-        __m256i t0 = _mm256_setzero_si256(), t1 = t0;
+        __m256i tt[2][2];
+        for (int i = 0; i < M; i++) tt[i][0] = tt[i][1] = _mm256_setzero_si256();
         for (int t = 0; t < 8; t++) {
-            int32_t w;
-            __builtin_memcpy(&w, qx + g * 32 + 4 * t, 4);
-            const __m256i a = _mm256_set1_epi32(w);
             const __m256i q0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b + 64 * t)), flip);
             const __m256i q1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b + 64 * t + 32)), flip);
-            t0 = _mm256_add_epi32(t0, _mm256_madd_epi16(
-                _mm256_maddubs_epi16(_mm256_abs_epi8(q0), _mm256_sign_epi8(a, q0)), ones));
-            t1 = _mm256_add_epi32(t1, _mm256_madd_epi16(
-                _mm256_maddubs_epi16(_mm256_abs_epi8(q1), _mm256_sign_epi8(a, q1)), ones));
+            const __m256i aq0 = _mm256_abs_epi8(q0), aq1 = _mm256_abs_epi8(q1);
+            for (int i = 0; i < M; i++) {
+                int32_t w;
+                __builtin_memcpy(&w, qx + i * ldq + g * 32 + 4 * t, 4);
+                const __m256i a = _mm256_set1_epi32(w);
+                tt[i][0] = _mm256_add_epi32(tt[i][0], _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(aq0, _mm256_sign_epi8(a, q0)), ones));
+                tt[i][1] = _mm256_add_epi32(tt[i][1], _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(aq1, _mm256_sign_epi8(a, q1)), ones));
+            }
         }
-        const __m256 s = _mm256_set1_ps(sx[g]);
-        f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t0), _mm256_mul_ps(scales8(d, g * 16, H16), s), f0);
-        f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t1), _mm256_mul_ps(scales8(d, g * 16 + 8, H16), s), f1);
-        if (mn) {
-            const __m256 m = _mm256_set1_ps(sxs[g]);
-            f0 = _mm256_fmadd_ps(scales8(mn, g * 16, H16), m, f0);
-            f1 = _mm256_fmadd_ps(scales8(mn, g * 16 + 8, H16), m, f1);
+        const __m256 d0 = scales8(d, g * 16, H16), d1 = scales8(d, g * 16 + 8, H16);
+        for (int i = 0; i < M; i++) {
+            const __m256 s = _mm256_set1_ps(sx[i * lds + g]);
+            f[i][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tt[i][0]), _mm256_mul_ps(d0, s), f[i][0]);
+            f[i][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tt[i][1]), _mm256_mul_ps(d1, s), f[i][1]);
+            if (mn) {
+                const __m256 m = _mm256_set1_ps(sxs[i * lds + g]);
+                f[i][0] = _mm256_fmadd_ps(scales8(mn, g * 16, H16), m, f[i][0]);
+                f[i][1] = _mm256_fmadd_ps(scales8(mn, g * 16 + 8, H16), m, f[i][1]);
+            }
         }
     }
-    _mm256_storeu_ps(c, f0);
-    _mm256_storeu_ps(c + 8, f1);
+    for (int i = 0; i < M; i++) {
+        _mm256_storeu_ps(c + i * ldc, f[i][0]);
+        _mm256_storeu_ps(c + i * ldc + 8, f[i][1]);
+    }
+}
+
+/* every u < 64 (6-bit values: Q5_x, Q5_K, Q6_K): vpmaddubsw on the bytes
+ * themselves (a pair is at most 2 * 63 * 127 = 16002, two chunks' pairs
+ * 32004 in 16 bits), one product a byte instead of one per nibble; the
+ * same integer sub-block sums, sub-scales and zero points as tile8_half. */
+static inline __attribute__((always_inline)) void
+tile8n_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, const int8_t *sub,
+            const int H16, int z, const int M, const int8_t *qx, int64_t ldq, const float *sx,
+            const int32_t *xs, const int32_t *xs16, const float *sxs, int64_t lds, float *c,
+            int64_t ldc)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 f[4];
+    for (int i = 0; i < 4; i++) f[i] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < G; g++, b += 512) {
+        if (h == 0) pf8(b);
+        __m256i tt[4];
+        for (int sb = 0; sb < 2; sb++) {
+            __m256i acc[4];
+            for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_si256();
+            for (int t = 4 * sb; t < 4 * sb + 4; t += 2) {
+                const __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + 64 * t + 32 * h));
+                const __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + 64 * t + 64 + 32 * h));
+                for (int i = 0; i < M; i++) {
+                    int32_t w0, w1;
+                    __builtin_memcpy(&w0, qx + i * ldq + g * 32 + 4 * t, 4);
+                    __builtin_memcpy(&w1, qx + i * ldq + g * 32 + 4 * t + 4, 4);
+                    const __m256i p = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(v0, _mm256_set1_epi32(w0)),
+                        _mm256_maddubs_epi16(v1, _mm256_set1_epi32(w1)));
+                    acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(p, ones));
+                    PIN(acc[i]);
+                }
+            }
+            for (int i = 0; i < M; i++) {
+                if (!sub) {
+                    tt[i] = sb ? _mm256_add_epi32(tt[i], acc[i]) : acc[i];
+                } else {
+                    const __m256i sv = _mm256_cvtepi8_epi32(
+                        _mm_loadl_epi64((const __m128i *)(sub + g * 32 + 16 * sb + 8 * h)));
+                    const __m256i u = _mm256_mullo_epi32(sv, _mm256_sub_epi32(
+                        acc[i], _mm256_set1_epi32(z * xs16[i * 2 * lds + 2 * g + sb])));
+                    tt[i] = sb ? _mm256_add_epi32(tt[i], u) : u;
+                }
+            }
+        }
+        const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
+        const __m256 mv = mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
+        for (int i = 0; i < M; i++) {
+            const __m256i t = sub ? tt[i] : _mm256_sub_epi32(tt[i], _mm256_set1_epi32(z * xs[i * lds + g]));
+            const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
+            f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), ds, f[i]);
+            if (mn) f[i] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i]);
+        }
+    }
+    for (int i = 0; i < M; i++) _mm256_storeu_ps(c + i * ldc + 8 * h, f[i]);
+}
+
+/* the same for one row, both halves in one pass (the decode's stream) */
+static inline __attribute__((always_inline)) void
+tile8n_row(int64_t G, const uint8_t *b, const void *d, const void *mn, const int8_t *sub,
+           const int H16, int z, const int8_t *qx, const float *sx, const int32_t *xs,
+           const int32_t *xs16, const float *sxs, float *c)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 f[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t g = 0; g < G; g++, b += 512) {
+        pf8(b);
+        __m256i tt[2];
+        for (int sb = 0; sb < 2; sb++) {
+            __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+            for (int t = 4 * sb; t < 4 * sb + 4; t += 2) {
+                int32_t w0, w1;
+                __builtin_memcpy(&w0, qx + g * 32 + 4 * t, 4);
+                __builtin_memcpy(&w1, qx + g * 32 + 4 * t + 4, 4);
+                const __m256i a0 = _mm256_set1_epi32(w0), a1 = _mm256_set1_epi32(w1);
+                for (int h = 0; h < 2; h++) {
+                    const __m256i p = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(b + 64 * t + 32 * h)), a0),
+                        _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(b + 64 * t + 64 + 32 * h)), a1));
+                    acc[h] = _mm256_add_epi32(acc[h], _mm256_madd_epi16(p, ones));
+                }
+            }
+            for (int h = 0; h < 2; h++) {
+                if (!sub) {
+                    tt[h] = sb ? _mm256_add_epi32(tt[h], acc[h]) : acc[h];
+                } else {
+                    const __m256i sv = _mm256_cvtepi8_epi32(
+                        _mm_loadl_epi64((const __m128i *)(sub + g * 32 + 16 * sb + 8 * h)));
+                    const __m256i u = _mm256_mullo_epi32(sv, _mm256_sub_epi32(
+                        acc[h], _mm256_set1_epi32(z * xs16[2 * g + sb])));
+                    tt[h] = sb ? _mm256_add_epi32(tt[h], u) : u;
+                }
+            }
+        }
+        const __m256 s = _mm256_set1_ps(sx[g]);
+        for (int h = 0; h < 2; h++) {
+            const __m256i t = sub ? tt[h] : _mm256_sub_epi32(tt[h], _mm256_set1_epi32(z * xs[g]));
+            f[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(scales8(d, g * 16 + 8 * h, H16), s), f[h]);
+            if (mn) f[h] = _mm256_fmadd_ps(scales8(mn, g * 16 + 8 * h, H16), _mm256_set1_ps(sxs[g]), f[h]);
+        }
+    }
+    _mm256_storeu_ps(c, f[0]);
+    _mm256_storeu_ps(c + 8, f[1]);
+}
+
+#define HALVES8N(M, H)                                                                           \
+    do {                                                                                         \
+        tile8n_half(G, b, 0, d, mn, sub, H, z, M, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);      \
+        tile8n_half(G, b, 1, d, mn, sub, H, z, M, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);      \
+    } while (0)
+
+#define TILES8N(H)                                                                               \
+    switch (m) {                                                                                 \
+    case 1: tile8n_row(G, b, d, mn, sub, H, z, qx, sx, xs, xs16, sxs, c); break;                 \
+    case 2: HALVES8N(2, H); break;                                                               \
+    case 3: HALVES8N(3, H); break;                                                               \
+    default: HALVES8N(4, H); break;                                                              \
+    }
+
+void cattn_ukr_avx2_q8g_n(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                          const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
+                          const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
+                          int64_t lds, float *c, int64_t ldc)
+{
+    if (h16) {
+        TILES8N(1)
+    } else {
+        TILES8N(0)
+    }
 }
 
 #define HALVES8(M, H)                                                                            \
@@ -376,10 +519,13 @@ tile8_z128_row(int64_t G, const uint8_t *b, const void *d, const void *mn, const
 #define TILES8(H)                                                                              \
     switch (m) {                                                                               \
     case 1:                                                                                    \
-        if (z == 128 && !sub) tile8_z128_row(G, b, d, mn, H, qx, sx, sxs, c);                  \
+        if (z == 128 && !sub) tile8_z128_rows(G, b, d, mn, H, 1, qx, ldq, sx, sxs, lds, c, ldc); \
         else tile8(G, b, d, mn, sub, H, z, 1, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);        \
         break;                                                                                 \
-    case 2: HALVES8(2, H); break;                                                              \
+    case 2:                                                                                    \
+        if (z == 128 && !sub) tile8_z128_rows(G, b, d, mn, H, 2, qx, ldq, sx, sxs, lds, c, ldc); \
+        else HALVES8(2, H);                                                                    \
+        break;                                                                                 \
     case 3: HALVES8(3, H); break;                                                              \
     default: HALVES8(4, H); break;                                                             \
     }

@@ -15,6 +15,7 @@ void cattn_kernels_avx2(cattn_dispatch_t *kt)
     kt->quant_row_u8 = cattn_quant_row_avx2_u8;
     kt->ukr_q4 = cattn_ukr_avx2_q4;
     kt->ukr_q8g = cattn_ukr_avx2_q8g;
+    kt->ukr_q8g_n = cattn_ukr_avx2_q8g_n;
     kt->int4_kernel = "avx2 (vpmaddubsw)";
     kt->dotn_f32 = cattn_dotn_avx2_f32;
     kt->dotn_f64 = cattn_dotn_avx2_f64;

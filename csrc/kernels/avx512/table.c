@@ -132,7 +132,10 @@ void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
                              : "avx512bw (vpmaddwd)";
     const int group_vnni = vnni && vnni_group_kernels_agree();
     kt->ukr_q4 = group_vnni ? cattn_ukr_avx512vnni_q4 : cattn_ukr_avx512_q4;
-    if (group_vnni) kt->ukr_q8g = cattn_ukr_avx512vnni_q8g;  /* else AVX2's (same bits) */
+    if (group_vnni) {                   /* else AVX2's, 6-bit values included (same bits) */
+        kt->ukr_q8g = cattn_ukr_avx512vnni_q8g;
+        kt->ukr_q8g_n = NULL;           /* vpdpbusd takes any u8 at full rate */
+    }
     kt->int4_kernel = group_vnni ? "avx512 vnni (vpdpbusd)"
                       : vnni ? "avx512bw (vpmaddubsw; the VNNI kernels failed their load check)"
                              : "avx512bw (vpmaddubsw)";
