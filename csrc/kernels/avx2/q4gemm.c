@@ -1,6 +1,21 @@
-/* kernels/avx2/q4gemm.c — the int4 micro-kernel on AVX2 (contract in
- * dispatch.h, cattn_ukr_q4_t; same bits as the portable one).
+/* kernels/avx2/q4gemm.c — the int4 and int8g micro-kernels on AVX2
+ * (contracts in dispatch.h: cattn_ukr_q4_t, cattn_ukr_q8g_t; same bits as
+ * the portable ones). Not here: the driver (q4gemm.c: row quantization,
+ * panels, threads).
  *
+ * Shapes: m x 16 tiles (m = 1..4 rows of quantized activations, 16 output
+ * columns) over G groups of 32 inputs. Variants by rows and values:
+ *   tile / tile_half          int4; one row in one pass, 2-4 rows one
+ *                             8-column half at a time (16 ymm do not hold
+ *                             both halves' accumulators beside the sums)
+ *   tile8 / tile8_half        int8g, each byte split into two nibbles
+ *   tile8_z128_rows / _half   int8g Q8_0 (z = 128, no sub-scales): sign trick
+ *   tile8n_row / tile8n_half  int8g whose every u < 64: bytes unsplit
+ *                             (cattn_ukr_avx2_q8g_n)
+ * The integer group sums are exact in every variant, so each gives the
+ * contract's bits; PIN keeps accumulators in registers.
+ *
+ * int4:
  * A group's 64-byte chunk is two ymm (columns 0-7, 8-15; 4 bytes per
  * column). Its low and high nibbles (vpand; vpsrlw 4 + vpand) are u8
  * weights against row i's 4 broadcast s8 activations (vpmaddubsw: pairs
