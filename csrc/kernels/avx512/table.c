@@ -130,7 +130,14 @@ void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
     kt->int8_kernel = use_vnni ? "avx512 vnni (vpdpbusd)"
                       : vnni ? "avx512bw (vpmaddwd; the VNNI kernel failed its load check)"
                              : "avx512bw (vpmaddwd)";
+#ifdef CATTN_SIMDE
+    /* tools/emu/simde.sh: only the int8 kernels are on SIMDe's intrinsics;
+     * the group kernels are native AVX-512 code, never run there */
+    const int group_vnni = 0;
+    (void)vnni_group_kernels_agree;
+#else
     const int group_vnni = vnni && vnni_group_kernels_agree();
+#endif
     kt->ukr_q4 = group_vnni ? cattn_ukr_avx512vnni_q4 : cattn_ukr_avx512_q4;
     if (group_vnni) {                   /* else AVX2's, 6-bit values included (same bits) */
         kt->ukr_q8g = cattn_ukr_avx512vnni_q8g;
