@@ -520,16 +520,38 @@ def test_kv_cache_decoding_equals_full_forward(rng, dtype, rotary):
 
 def test_kv_cache_step_is_linear_in_length(rng, monkeypatch):
     """A decode step projects one position and attends one query (L=1) over
-    the S cached keys: O(S) work, never the (S, S) causal problem again."""
-    model = nn.DecoderOnly(E, H, num_layers=2, dim_feedforward=FF, seed=0)
+    the S cached keys: O(S) work, never the (S, S) causal problem again
+    (float64: the layers run one by one, so their calls can be watched)."""
+    model = nn.DecoderOnly(E, H, num_layers=2, dim_feedforward=FF, dtype=F64, seed=0)
     cache = model.new_cache(1, max_len=32)
-    model(randn(rng, (1, 9, E)), cache=cache)
+    model(randn(rng, (1, 9, E), F64), cache=cache)
     lin, sdpa = _LinearSpy(monkeypatch), _SdpaSpy(monkeypatch)
-    model(randn(rng, (1, 1, E)), cache=cache)
+    model(randn(rng, (1, 1, E), F64), cache=cache)
     assert len(sdpa.calls) == 2  # one attention per layer
     for q, k, v in sdpa.calls:
         assert q.shape == (1, H, 1, E // H) and k.shape == (1, H, 10, E // H) == v.shape
     assert len(lin.calls) == 2 * 4 and all(x.shape[:-1] == (1, 1) for x, _, _ in lin.calls)
+
+
+def test_float32_decode_step_is_one_program_call(rng, monkeypatch):
+    """A float32 DecoderOnly runs a step on its caches as one program (no
+    per-layer Python: no linear or attention call from the layers), with
+    the layers' own bits."""
+    model = randomize(nn.DecoderOnly(E, H, num_layers=3, dim_feedforward=FF, rotary=True,
+                                     seed=0), rng)
+    x = randn(rng, (2, 6, E))
+    caches = [model.new_cache(2, 8) for _ in range(2)]
+    expect = [x[:, :5].copy(), x[:, 5:].copy()]
+    for i, part in enumerate(expect):       # the layers, one by one, on their own caches
+        for layer, kv in zip(model.layers, caches[1]):
+            part = layer(part, kv_cache=kv)
+        expect[i] = model.norm(part)
+    lin, sdpa = _LinearSpy(monkeypatch), _SdpaSpy(monkeypatch)
+    got = [model(x[:, :5], cache=caches[0]), model(x[:, 5:], cache=caches[0])]
+    assert lin.calls == [] and sdpa.calls == []
+    for g, e in zip(got, expect):
+        np.testing.assert_array_equal(g, e)
+    assert all(c.length == 6 for c in caches[0])
 
 
 def test_kv_cache_errors(rng):
@@ -539,9 +561,9 @@ def test_kv_cache_errors(rng):
         model(randn(rng, (1, 5, E)), cache=cache)
     with pytest.raises(ValueError, match="cache"):
         model(randn(rng, (1, 1, E)), cache=cache * 2)
-    mha = nn.MultiheadAttention(E, H)
-    with pytest.raises(ValueError, match="kv_cache"):
-        mha(randn(rng, (1, 1, E)), key_padding_mask=np.zeros((1, 1), bool), kv_cache=cache[0])
+    mha = nn.MultiheadAttention(E, H)          # torch's signature: no cache of its own
+    with pytest.raises(TypeError, match="kv_cache"):
+        mha(randn(rng, (1, 1, E)), kv_cache=cache[0])
 
 
 # ---------------------------------------------------------------- no NumPy on hot data

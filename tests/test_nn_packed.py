@@ -194,7 +194,8 @@ def test_kv_cache_decoding_packed(rng, rotary):
     KV caches, on packed projections: the unpacked model's bits."""
     plain = nn.DecoderOnly(E, H, 2, FF, rotary=rotary, seed=4)
     packed = nn.pack_weights(copy.deepcopy(plain))
-    assert all(layer.self_attn.in_proj_weight.cuts == () for layer in packed.layers)
+    assert all(isinstance(layer.self_attn.qkv_proj.weight, cattn.PackedWeight)
+               for layer in packed.layers)
     x = rng.standard_normal((2, 9, E)).astype(np.float32)
     caches = [m.new_cache(2, 9) for m in (packed, plain)]
     for lo, hi in ((0, 5), (5, 6), (6, 7), (7, 9)):

@@ -8,7 +8,7 @@ and the encoder layers share, and the mask helpers
 import numpy as np
 
 from .._validate import as_flag, as_float_dtype, as_int, check_size, show
-from ..ops.attention import KVCache, attention_weights, scaled_dot_product_attention
+from ..ops.attention import attention_weights, scaled_dot_product_attention
 from ..ops.gemm import linear, matmul
 from ..ops.packed import PackedWeight
 from .layers import Linear
@@ -227,7 +227,6 @@ class MultiheadAttention(Module):
         self._qkv_same_embed_dim = self.kdim == E and self.vdim == E
         self.dropout = check_dropout(dropout, owner)
         self.batch_first = bool(batch_first)
-        self.rotary = None  # optional RotaryEmbedding applied to q and k (DecoderOnly)
         self.split_in_proj = True  # how nn.quantize packs in_proj_weight (see above)
         rng = make_rng(seed)
         if self._qkv_same_embed_dim:
@@ -334,7 +333,7 @@ class MultiheadAttention(Module):
         return to_float_mask(am, dtype) + to_float_mask(kpm, dtype), False
 
     def forward(self, query, key=None, value=None, *, key_padding_mask=None, attn_mask=None,
-                need_weights=False, average_attn_weights=True, is_causal=False, kv_cache=None):
+                need_weights=False, average_attn_weights=True, is_causal=False):
         """query (B, L, E), key (B, S, kdim), value (B, S, vdim) — (L, B, E) ...
         if batch_first=False; (L, E) unbatched. key=None means key=query,
         value=None means value=key. Returns (out (B, L, E), weights or None).
@@ -344,13 +343,10 @@ class MultiheadAttention(Module):
         is_causal: query i sees keys 0..i (a mask, if given, is not read).
         need_weights: also return the attention probabilities, averaged over
         heads (B, L, S) if average_attn_weights else (B, H, L, S).
-        kv_cache (cattn extension, self-attention only): a cattn.KVCache
-        (B, H, max_len, D); the new positions' K, V are appended and the
-        queries attend to the whole cache, causally (lower-right aligned).
+        (Incremental decoding with a KV cache is the LLM layers' concern:
+        cattn.nn.CausalSelfAttention, DecoderBlock, DecoderOnly.)
         """
         owner = "MultiheadAttention"
-        if kv_cache is not None and not isinstance(kv_cache, KVCache):
-            raise TypeError(f"{owner}: kv_cache must be a cattn.KVCache, got {show(kv_cache)}")
         need_weights = as_flag(need_weights, "need_weights", owner)
         average_attn_weights = as_flag(average_attn_weights, "average_attn_weights", owner)
         is_causal = False if is_causal is None else as_flag(is_causal, "is_causal", owner)
@@ -387,32 +383,17 @@ class MultiheadAttention(Module):
 
         ctx = np.empty(q_in.shape[:-1] + (E,), dtype)       # heads concatenated, input layout
         ctx_h = split_heads(ctx, 1, self.num_heads, bf)[0]  # (B, H, L, D) view of ctx
-        if kv_cache is not None:
-            if not shared_qkv or not batched:
-                raise ValueError(f"{owner}: kv_cache needs batched self-attention (key=value=query)")
-            if attn_mask is not None or key_padding_mask is not None or need_weights:
-                raise ValueError(f"{owner}: kv_cache supports causal attention only: no "
-                                 "attn_mask, key_padding_mask or need_weights")
-            if self.rotary is not None:
-                q = self.rotary.apply(q, kv_cache.length)
-                k = self.rotary.apply(k, kv_cache.length)
-            kv_cache.append(k, v)
-            kv_cache.attend(q, out=ctx_h)  # L new queries against all cached keys: O(L * S)
-            weights = None
+        mask, causal = self._sdpa_mask(attn_mask, key_padding_mask, is_causal, B, L, S, batched)
+        if need_weights:
+            weights = attention_weights(q, k, mask, is_causal=causal)  # (B, H, L, S)
+            matmul(weights, v, out=ctx_h)
+            if average_attn_weights:
+                weights = weights.mean(axis=1)
+            if not batched:
+                weights = weights[0]
         else:
-            if self.rotary is not None:
-                q, k = self.rotary(q, k)
-            mask, causal = self._sdpa_mask(attn_mask, key_padding_mask, is_causal, B, L, S, batched)
-            if need_weights:
-                weights = attention_weights(q, k, mask, is_causal=causal)  # (B, H, L, S)
-                matmul(weights, v, out=ctx_h)
-                if average_attn_weights:
-                    weights = weights.mean(axis=1)
-                if not batched:
-                    weights = weights[0]
-            else:
-                scaled_dot_product_attention(q, k, v, mask, is_causal=causal, out=ctx_h)
-                weights = None
+            scaled_dot_product_attention(q, k, v, mask, is_causal=causal, out=ctx_h)
+            weights = None
         out = linear(ctx, self.out_proj.weight, self.out_proj.bias)
         return (out if batched else out[0]), weights
 
@@ -448,15 +429,13 @@ class MultiheadAttention(Module):
                              f"{(tokens.T, E)} rows of the real tokens")
         q_rows, kv_rows = self._qkv(x)                                       # (T, E), (T, 2E)
         lengths = tokens.real_lengths() if attn_mask is None else None
-        each = lengths is not None and (self.rotary is None or tokens.right_padded())
+        each = lengths is not None
         if each:
             ctx = self._attend_each(q_rows, kv_rows, lengths, is_causal)        # (T, E)
         weights = None
         if need_weights or not each:
             qkv = tokens.spread(np.concatenate((q_rows, kv_rows), axis=1))    # (B*L, 3E)
             q, k, v = split_heads(qkv.reshape(B, L, 3 * E), 3, H, True)      # (B, H, L, D)
-            if self.rotary is not None:
-                q, k = self.rotary(q, k)
             mask, causal = self._sdpa_mask(attn_mask, tokens.key_padding_mask, is_causal,
                                            B, L, L, True)
             if need_weights:
@@ -493,8 +472,6 @@ class MultiheadAttention(Module):
                 rows = slice(start, start + b * n)
                 q = split_heads(q_rows[rows].reshape(b, n, E), 1, H, True)[0]
                 k, v = split_heads(kv_rows[rows].reshape(b, n, 2 * E), 2, H, True)
-                if self.rotary is not None:
-                    q, k = self.rotary(q, k)
                 scaled_dot_product_attention(
                     q, k, v, None, is_causal=is_causal,
                     out=split_heads(ctx[rows].reshape(b, n, E), 1, H, True)[0])

@@ -12,7 +12,7 @@ TransformerEncoderLayer.forward_tokens makes (the same rows, weights, bias,
 activation, thread count) inside one nogil call. Results are the same bits
 as the layer-by-layer path (tests/test_nn_fastpath.py checks it). What it
 is not: new kernels, or a second implementation of any layer: anything
-unusual (float64, a cut packed in_proj, rotary embeddings, an attn_mask)
+unusual (float64, a cut packed in_proj, an attn_mask)
 returns None and the caller runs the layers themselves.
 
 Legend: T real tokens (rows), E model width, H heads, D = E / H, F the
@@ -121,7 +121,7 @@ def _layer_entry(layer, E):
     if (type(sa) is not MultiheadAttention or type(layer.linear1) is not Linear
             or type(layer.linear2) is not Linear):
         return None
-    if sa.rotary is not None or not sa._qkv_same_embed_dim or sa.embed_dim != E:
+    if not sa._qkv_same_embed_dim or sa.embed_dim != E:
         return None
     F = layer.linear1.out_features
     lins = (weight_entry(sa.in_proj_weight, sa.in_proj_bias, 3 * E, E),

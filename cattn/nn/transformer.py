@@ -1,7 +1,10 @@
 """cattn.nn.transformer — the stacks: TransformerEncoder (its real-tokens
 forward runs as fastpath's programs), TransformerDecoder, and DecoderOnly
-(a GPT-style stack of pre-LN causal encoder layers with per-layer KV
-caches).
+(a GPT-style stack of the LLM decoder blocks of cattn.nn.decoder, with
+per-layer KV caches, run as one program: cattn.nn.program).
+
+What this file is: the stacks, composed of layers defined elsewhere
+(transformer_layers.py, decoder.py); no layer is written here.
 """
 
 import copy
@@ -11,10 +14,21 @@ import numpy as np
 from .._validate import as_flag, as_float_dtype, show
 from ..ops.attention import KVCache
 from .attention import RealTokens, is_causal_mask, on_real_tokens
+from .decoder import MLP, CausalSelfAttention, DecoderBlock
 from .fastpath import encoder_tokens
 from .layers import LayerNorm
-from .module import Module, ModuleList, as_input, check_stack, make_rng, positive_int
+from .module import (
+    IncompatibleKeys,
+    Module,
+    ModuleList,
+    StateDictKeyError,
+    as_input,
+    check_stack,
+    make_rng,
+    positive_int,
+)
 from .positional import RotaryEmbedding
+from .program import decoder_program
 from .transformer_layers import (
     TransformerDecoderLayer,
     TransformerEncoderLayer,
@@ -111,20 +125,61 @@ class TransformerDecoder(Module):
         return apply_final_norm(self.norm, x)
 
 
-# ----------------------------------------------------------------------------
-# Positional encodings
+# DecoderOnly's parameter names as torch's pre-LN TransformerEncoder has them
+# <-> the DecoderBlock's own (per layer, after "layers.{i}.")
+_TORCH_NAMES = (("self_attn.in_proj_weight", "self_attn.qkv_proj.weight"),
+                ("self_attn.in_proj_bias", "self_attn.qkv_proj.bias"),
+                ("self_attn.out_proj.weight", "self_attn.o_proj.weight"),
+                ("self_attn.out_proj.bias", "self_attn.o_proj.bias"),
+                ("linear1.weight", "mlp.fc1.weight"), ("linear1.bias", "mlp.fc1.bias"),
+                ("linear2.weight", "mlp.fc2.weight"), ("linear2.bias", "mlp.fc2.bias"))
 
 
+def _renamed(name, pairs):
+    """A dotted parameter name with its layer-relative part mapped by pairs
+    ((from, to), ...); other names unchanged."""
+    head, sep, rest = name.partition(".")
+    if head == "layers" and sep:
+        idx, sep2, tail = rest.partition(".")
+        for a, b in pairs:
+            if tail == a:
+                return f"layers.{idx}.{b}"
+    return name
+
+
+# a layer's parameters in the order torch's TransformerEncoderLayer registers them
+_TORCH_ORDER = {name: i for i, name in enumerate(
+    [a for a, _ in _TORCH_NAMES] + ["norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"])}
+
+
+def _torch_order(name):
+    """Sort key of a DecoderOnly parameter name in torch's state_dict order:
+    layers by index, each layer's as torch registers them, then the final norm."""
+    head, _, rest = name.partition(".")
+    if head != "layers":
+        return (1, 0, 0, "")                    # the final norm: weight, bias as registered
+    idx, _, tail = rest.partition(".")
+    return (0, int(idx), _TORCH_ORDER.get(tail, len(_TORCH_ORDER)), tail)
 
 
 class DecoderOnly(Module):
-    """A GPT-style decoder-only stack: num_layers pre-LN causal self-attention
-    blocks (TransformerEncoderLayer with norm_first=True, is_causal=True) and
-    a final LayerNorm, on embeddings (B, L, E) -> (B, L, E) (token embedding
-    and output head are the caller's). Names are those of torch's
+    """A GPT-style decoder-only stack on embeddings (B, L, E) -> (B, L, E)
+    (token embedding and output head are the caller's): num_layers
+    pre-norm blocks of cattn.nn.DecoderBlock (LayerNorm, causal
+    self-attention, LayerNorm, MLP), then a final LayerNorm:
+        x = x + self_attn(norm1(x));  x = x + mlp(norm2(x))
+    the one decoder block cattn's LLMs (CausalLM) are built of, so a float32
+    stack runs as one program (cattn.nn.program: one C call per forward
+    step on a cache).
+
+    Parameter names (state_dict / load_state_dict) are those of torch's
     TransformerEncoder(TransformerEncoderLayer(..., norm_first=True), N,
-    norm=LayerNorm(E)): layers.0.self_attn.in_proj_weight, ..., norm.weight,
-    so such a torch stack run with a causal mask is the reference.
+    norm=LayerNorm(E)) — layers.0.self_attn.in_proj_weight, ...,
+    layers.0.linear1.weight, norm.weight — so such a torch stack run with a
+    causal mask is the reference and its weights load unchanged. The
+    modules underneath keep the block's names: self_attn.qkv_proj
+    (= in_proj), self_attn.o_proj (= out_proj), mlp.fc1 / mlp.fc2
+    (= linear1 / linear2), norm1, norm2.
 
     Incremental decoding: `cache = model.new_cache(B, max_len)` (one
     cattn.KVCache per layer), then `model(x_new, cache=cache)` for each chunk
@@ -139,29 +194,54 @@ class DecoderOnly(Module):
     def __init__(self, d_model, nhead, num_layers, dim_feedforward=None, activation="gelu_tanh",
                  layer_norm_eps=1e-5, bias=True, *, rotary=False, dtype=np.float32, seed=None):
         super().__init__()
-        self.dtype = as_float_dtype(dtype, "DecoderOnly")
-        n = positive_int(num_layers, "num_layers", "DecoderOnly")
-        ff = 4 * d_model if dim_feedforward is None else dim_feedforward
+        owner = "DecoderOnly"
+        self.dtype = as_float_dtype(dtype, owner)
+        E = positive_int(d_model, "d_model", owner)
+        H = positive_int(nhead, "nhead", owner)
+        if E % H:
+            raise ValueError(f"{owner}: d_model={E} is not divisible by nhead={H}")
+        n = positive_int(num_layers, "num_layers", owner)
+        ff = 4 * E if dim_feedforward is None else dim_feedforward
         rng = make_rng(seed)
+        rope = RotaryEmbedding(E // H) if rotary else None
 
-        def layer():
-            return TransformerEncoderLayer(d_model, nhead, ff, 0.0, activation, layer_norm_eps,
-                                           batch_first=True, norm_first=True, bias=bias,
-                                           dtype=dtype, seed=rng)
-        first = layer()
-        check_stack("DecoderOnly", n, first)
-        self.layers = ModuleList([first] + [layer() for _ in range(n - 1)])
-        self.norm = LayerNorm(d_model, layer_norm_eps, bias, dtype=dtype)
-        self.d_model, self.nhead, self.num_layers = d_model, nhead, n
-        if rotary:
-            rope = RotaryEmbedding(d_model // nhead)
-            for layer in self.layers:
-                layer.self_attn.rotary = rope
+        def block():
+            return DecoderBlock(
+                LayerNorm(E, layer_norm_eps, bias, dtype=dtype),
+                CausalSelfAttention(E, H, qkv_bias=bias, out_bias=bias, rotary=rope, dtype=dtype,
+                                    seed=rng),
+                LayerNorm(E, layer_norm_eps, bias, dtype=dtype),
+                MLP(E, ff, activation, bias, dtype=dtype, seed=rng))
+        first = block()
+        check_stack(owner, n, first)
+        self.layers = ModuleList([first] + [block() for _ in range(n - 1)])
+        self.norm = LayerNorm(E, layer_norm_eps, bias, dtype=dtype)
+        self.d_model, self.nhead, self.num_layers = E, H, n
+
+    def state_dict(self):
+        """torch's names (see the class) -> parameter arrays, in torch's order."""
+        back = [(b, a) for a, b in _TORCH_NAMES]
+        items = [(_renamed(k, back), v) for k, v in super().state_dict().items()]
+        return type(super().state_dict())(sorted(items, key=lambda kv: _torch_order(kv[0])))
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Module.load_state_dict by torch's names (see the class); missing
+        and unexpected keys are reported in those names."""
+        given = {_renamed(k, _TORCH_NAMES): v for k, v in dict(state_dict).items()}
+        try:
+            missing, unexpected = super().load_state_dict(given, strict)
+        except StateDictKeyError as e:
+            msg = str(e)
+            for a, b in _TORCH_NAMES:
+                msg = msg.replace("." + b, "." + a)
+            raise StateDictKeyError(msg) from None
+        back = [(b, a) for a, b in _TORCH_NAMES]
+        return IncompatibleKeys([_renamed(k, back) for k in missing],
+                                [_renamed(k, back) for k in unexpected])
 
     def new_cache(self, batch, max_len):
         """One empty cattn.KVCache (batch, nhead, max_len, head_dim) per layer."""
-        D = self.d_model // self.nhead
-        return [KVCache(batch, self.nhead, max_len, D, self.dtype) for _ in self.layers]
+        return [layer.self_attn.new_cache(batch, max_len) for layer in self.layers]
 
     def _check_cache(self, cache, x):
         """Every layer's cache fits x before any is extended: a bad cache
@@ -185,21 +265,28 @@ class DecoderOnly(Module):
             if c.length + T > c.max_len:
                 raise ValueError(f"{owner}: cache[{i}] holds {c.length} of {c.max_len} "
                                  f"positions; {T} more exceed max_len")
+        if len({c.length for c in cache}) > 1:
+            raise ValueError(f"{owner}: the caches hold different numbers of positions "
+                             f"{[c.length for c in cache]}; use new_cache()")
 
     def forward(self, x, cache=None):
-        """x (B, T, E) -> (B, T, E). Without cache: the full causal forward over
-        the T positions. With cache (from new_cache): x holds the T positions
-        that follow the cached ones; returns their outputs and extends the
-        caches (identical to the full forward's last T rows)."""
+        """x (B, T, E) -> (B, T, E) (a new array). Without cache: the full
+        causal forward over the T positions. With cache (from new_cache): x
+        holds the T positions that follow the cached ones; returns their
+        outputs and extends the caches (the full forward's last T rows, to
+        rounding), in one program call where the stack is float32."""
         x = as_input(x, "x", self.dtype, "DecoderOnly")
         if x.ndim != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"DecoderOnly: x has shape {x.shape}; expected (B, T, {self.d_model})")
         if cache is None:
             for layer in self.layers:
-                x = layer(x, is_causal=True)
+                x = layer(x)
         else:
             self._check_cache(cache, x)
-            for layer, kv in zip(self.layers, cache):
-                x = layer(x, kv_cache=kv)
+            prog = decoder_program(self.layers)
+            if prog is not None:
+                x = prog.run(np.array(x, order="C"), cache)   # a copy: run() works in place
+            else:
+                for layer, kv in zip(self.layers, cache):
+                    x = layer(x, kv_cache=kv)
         return self.norm(x, out=x)
-

@@ -58,10 +58,10 @@ class TransformerEncoderLayer(Module):
         return self.norm2(np.add(f, x, out=f), out=f)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False, *,
-                kv_cache=None, skip_padding=False):
+                skip_padding=False):
         """src (B, L, E) -> (B, L, E). src_mask / src_key_padding_mask /
         is_causal as MultiheadAttention's attn_mask / key_padding_mask /
-        is_causal. kv_cache: see MultiheadAttention.forward (DecoderOnly).
+        is_causal.
 
         skip_padding (cattn extension, keyword-only; default False = torch's
         full computation): with a src_key_padding_mask, run the real-tokens-
@@ -71,13 +71,13 @@ class TransformerEncoderLayer(Module):
         (as torch's nested-tensor fast path returns), and a sequence that is
         all padding is all 0. Without a key padding mask it changes nothing."""
         owner = type(self).__name__
-        if skip_padding and src_key_padding_mask is not None and kv_cache is None:
+        if skip_padding and src_key_padding_mask is not None:
             return on_real_tokens(
                 lambda x, tokens: self.forward_tokens(x, tokens, src_mask, is_causal)[0],
                 src, src_key_padding_mask, self.batch_first, self.dtype, owner)
         x = as_input(src, "src", self.dtype, owner)
         kw = dict(attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
-                  is_causal=is_causal, kv_cache=kv_cache)
+                  is_causal=is_causal)
         return self._blocks(x, lambda y: self.self_attn(y, **kw)[0])
 
     def forward_tokens(self, x, tokens, src_mask=None, is_causal=False, *, need_weights=False):
