@@ -3,9 +3,11 @@
  *
  * The table starts as the portable path (kernels/ref/table.c); the chosen
  * ISA then overrides its entries: the best one this build has and the CPU
- * and OS support (cpuinfo.c), or the one CATTN_ISA names (CATTN_FORCE_PORTABLE=1:
- * portable). The GEMM block sizes come from the CPU's caches (cpuinfo.c).
- * Adding an ISA: its folder under kernels/ and one row of REGISTRY below.
+ * and OS support (cattn_cpu_this: cpuinfo.c, read by the CPU file, cpu_x86.c),
+ * or the one CATTN_ISA names (CATTN_FORCE_PORTABLE=1: portable). The GEMM
+ * block sizes come from the CPU's caches (cpuinfo.c).
+ * Adding an ISA: its folder under kernels/ and one row of REGISTRY below;
+ * a new architecture also its CPU file (cpuinfo.h says how).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +35,9 @@ static int env_set(const char *name)
  * error messages), the path whose entries its table fill starts from, and
  * the fill (its folder's table.c). Adding a path: its folder under
  * kernels/, one row here (behind the macro its build defines), its compile
- * flags in setup.py (ISA_FLAGS) and its entry in tests/cattn_testing/paths.py. */
+ * flags in setup.py (ISA_FLAGS) and its entry in tests/cattn_testing/paths.py;
+ * the CPU test reads flags its architecture's CPU file sets (cpu_x86.c;
+ * another architecture: its cpu_<arch>.c, cpuinfo.h). */
 typedef struct {
     const char *name;
     int (*runs)(const cattn_cpu *cpu);

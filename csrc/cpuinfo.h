@@ -1,14 +1,34 @@
 /* cpuinfo.h — what the CPU is: the instruction sets usable (CPU and OS),
  * its data caches, and the kernel block sizes derived from them.
  *
- * cattn_cpu_parse decodes CPUID leaves given by a callback (the real
- * instruction in cpuinfo.c; recorded leaves in the tests), so the decoding
- * and the block-size model are checked on CPUs the build machine is not.
+ * Two halves: a CPU file per architecture reads the CPU (cpu_x86.c: CPUID;
+ * it defines cattn_cpu_detect), and cpuinfo.c derives the block sizes and
+ * keeps this machine's description (cattn_cpu_this), with typical sizes
+ * where the build has no CPU file. cattn_cpu_parse decodes CPUID leaves
+ * given by a callback (the real instruction in cpu_x86.c; recorded leaves
+ * in the tests), so the decoding and the block-size model are checked on
+ * CPUs the build machine is not.
+ *
+ * Adding an architecture (ARM, say): its test below (#elif, defining
+ * CATTN_CPU_ARM and CATTN_HAVE_CPU_FILE); csrc/cpu_arm.c, defining
+ * cattn_cpu_detect under CATTN_CPU_ARM (setup.py compiles every C file of
+ * csrc/ on every platform: off its architecture a CPU file keeps only what
+ * every build links, as cpu_x86.c keeps its decoder); a kernel folder under
+ * kernels/ and a row of cpu.c's REGISTRY. Exactly one CPU file defines
+ * cattn_cpu_detect in a build; with none, cpuinfo.c's fallback does.
  */
 #ifndef CATTN_CPUINFO_H
 #define CATTN_CPUINFO_H
 
 #include <stdint.h>
+
+/* The CPU file this build compiles (the CPU is read wherever the compiler
+ * can, CATTN_PORTABLE_ONLY builds included: it picks the kernels, not the
+ * reading) */
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#define CATTN_CPU_X86 1
+#define CATTN_HAVE_CPU_FILE 1
+#endif
 
 typedef struct {
     int64_t bytes;     /* total size of one instance */
@@ -52,7 +72,13 @@ void cattn_gemm_blocks_for(const cattn_cpu *cpu, int mr, int nr, int elt, cattn_
  * first, into buf (at least 64 bytes): what cattn would choose among (cpu.c). */
 void cattn_paths_for(const cattn_cpu *cpu, char *buf);
 
-/* This machine, decoded once (thread-safe after cattn_init). */
+/* Fills *cpu from this machine's hardware and returns 1, or returns 0 when
+ * the build has no CPU file for its architecture (cpuinfo.c's fallback;
+ * *cpu untouched). Defined by the one CPU file of the build (cpu_x86.c). */
+int cattn_cpu_detect(cattn_cpu *cpu);
+
+/* This machine, decoded once (thread-safe after cattn_init); typical cache
+ * sizes and no instruction sets where cattn_cpu_detect returns 0. */
 const cattn_cpu *cattn_cpu_this(void);
 
 #endif

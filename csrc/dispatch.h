@@ -4,7 +4,8 @@
  * each ISA the CPU supports overrides its entries (kernels/<isa>/table.c).
  * Adding an ISA: a folder under kernels/ with its table.c, its prototype
  * below, one row of cpu.c's REGISTRY (name, CPU test, table fill), its
- * feature flags in cpuinfo.h and cattn/_cpu.pxi, its compiler flags in
+ * feature flags in cpuinfo.h and cattn/_cpu.pxi (set by the CPU file:
+ * cpu_x86.c, or a new architecture's, cpuinfo.h), its compiler flags in
  * setup.py (ISA_FLAGS) and a row in tests/cattn_testing/paths.py.
  *
  * Legend: MR x NR the register tile (config.h); L queries, S keys, E head
