@@ -333,7 +333,7 @@ int cattn_act_f64(double *y, int64_t ys, const double *x, int64_t xs,
                   int64_t rows, int64_t n, int act, int n_threads);
 
 /* Test hook: y[i] = exp(x[i]) through the selected path's vector exp
- * (vexp_avx2.h or vexp.h), single-threaded; nonpos = 1 uses the variant
+ * (kernels/avx2/vexp.h or kernels/ref/vexp.h), single-threaded; nonpos = 1 uses the variant
  * for x <= 0 that softmax and the activations call.
  *   y, x: (n,) contiguous. */
 int cattn_vexp_f32(float *y, const float *x, int64_t n, int nonpos);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/fetch_ggml_vocab.sh [DIR] — llama.cpp's tokenizer test vectors for
-# tests/test_gguf_tokenizer.py: the vocabulary-only GGUF files and their
+# tests/models/test_gguf_tokenizer.py: the vocabulary-only GGUF files and their
 # .inp / .out cases (models/ggml-vocab-*.gguf*), taken from the
 # llama-cpp-python sdist on PyPI (it vendors llama.cpp; MIT). DIR defaults to
 # $CATTN_GGML_VOCAB or ~/.cache/cattn-test/ggml-vocab (where the tests look).

@@ -125,7 +125,7 @@ for kp in "${PATHS[@]}"; do
     set +e
     # -v: a report printed while a test runs lands on that test's line; the
     # full log is kept, the console shows all but the passed/skipped lines
-    # Left out: tests/test_kernel_paths.py's re-run of the op modules on the
+    # Left out: tests/build/test_kernel_paths.py's re-run of the op modules on the
     # other paths (this loop runs every path itself, whole suite), and the
     # `slow` S = 2^25 long-context cases (minutes under ASan; the same code
     # runs at S = 2^18 here, and the normal CI stages run them).

@@ -16,7 +16,10 @@ Reading order: Module (parameters, state_dict; skip_init) -> Linear,
 LayerNorm, Embedding -> RealTokens (the real-tokens-only layout) ->
 MultiheadAttention -> TransformerEncoderLayer, TransformerDecoderLayer ->
 TransformerEncoder, TransformerDecoder -> PositionalEncoding,
-RotaryEmbedding -> DecoderOnly (GPT-style stack with per-layer KV caches).
+RotaryEmbedding -> the LLM layers (RMSNorm, GatedMLP, MLP,
+CausalSelfAttention with a KV cache, DecoderBlock) -> DecoderOnly (a
+GPT-style stack of DecoderBlock with per-layer KV caches) -> program (a
+DecoderBlock stack as one C call per step).
 Models (cattn.models) are built from these classes, never beside them.
 
 Shape legend (batch_first=True, the default here; torch defaults to False):
@@ -51,7 +54,9 @@ Documented departures from torch:
   module's dtype (torch's copy_ semantics), after checking that no finite
   value overflows; non-float arrays raise TypeError.
 - Extensions, all keyword-only or extra methods: skip_padding= on the
-  encoder layer and stack, forward_tokens, kv_cache= (DecoderOnly).
+  encoder layer and stack, forward_tokens. The torch-compatible modules
+  have torch's signatures and nothing else: rotary positions and KV caches
+  belong to the LLM layers (CausalSelfAttention, DecoderBlock, DecoderOnly).
 - Linear weights in a packed format, as torch's quantize_dynamic:
   quantize(module, "float32" | "bfloat16" | "int8") and pack_weights(module)
   (cattn/nn/quantize.py); a packed MultiheadAttention holds in_proj_weight
@@ -66,9 +71,9 @@ Files, one concern each (bottom first; none imports a file above it):
     attention.py           MultiheadAttention, RealTokens, mask helpers
     transformer_layers.py  TransformerEncoderLayer, TransformerDecoderLayer
     fastpath.py            the encoder stack's real-tokens programs (kernel calls, C loop)
-    transformer.py         TransformerEncoder, TransformerDecoder, DecoderOnly
     decoder.py             the LLM layers: RMSNorm, GatedMLP, MLP, CausalSelfAttention, DecoderBlock
     program.py             a DecoderBlock stack as one program (one C call per step)
+    transformer.py         TransformerEncoder, TransformerDecoder, DecoderOnly (DecoderBlocks)
     quantize.py            quantize, pack_weights
 """
 

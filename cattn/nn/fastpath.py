@@ -10,7 +10,7 @@ stack and reused while no Module attribute is assigned; each call runs
 every layer as the same sequence of kernel calls as
 TransformerEncoderLayer.forward_tokens makes (the same rows, weights, bias,
 activation, thread count) inside one nogil call. Results are the same bits
-as the layer-by-layer path (tests/test_nn_fastpath.py checks it). What it
+as the layer-by-layer path (tests/programs/test_encoder_program.py checks it). What it
 is not: new kernels, or a second implementation of any layer: anything
 unusual (float64, a cut packed in_proj, an attn_mask)
 returns None and the caller runs the layers themselves.

@@ -11,7 +11,7 @@ a layer of another shape or activation, a weight in a form no kernel takes
 as is) gives None and the caller runs the modules themselves. Results are
 the bits of the modules' forward (DecoderBlock on a KVCache), for every
 weight format and thread count: the same kernel calls with the same
-arguments (tests/test_decoder_program.py compares them). What it is not:
+arguments (tests/programs/test_decoder_program.py compares them). What it is not:
 a layer (the layers are nn.decoder's, the reference this program must
 equal) or a kernel.
 

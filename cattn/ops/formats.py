@@ -51,7 +51,7 @@ Adding a format: a WeightFormat subclass here (layout, pack, unpack, the
 extra arrays it saves and checks, its kernel `kind`), registered in
 FORMATS; its kind in csrc/cattn.h (CATTN_W_*), a case in csrc/weights.c and
 its kernels (csrc/ and csrc/kernels/<isa>/); its name in
-cattn/_gemm.pxi's WEIGHT_KINDS; tests in tests/test_packed_formats.py.
+cattn/_gemm.pxi's WEIGHT_KINDS; tests in tests/ops/test_packed_formats.py.
 docs/formats.md walks through it.
 """
 import numpy as np

@@ -85,7 +85,7 @@ def run_python(code, **env):
 
 
 def run_pytest(path, test_files):
-    """Run `test_files` (names in tests/) in a fresh interpreter on kernel
+    """Run `test_files` (paths relative to tests/: files or folders) in a fresh interpreter on kernel
     path `path` (torch parity tests deselected there: they only repeat the
     comparisons against the reference); return pytest's output."""
     env = child_env()
@@ -94,7 +94,7 @@ def run_pytest(path, test_files):
     env.update(PATHS[path].force_env)
     env[EXPECT_PATH_VARIABLE] = path
     r = _run(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", "not torch"]
-             + [os.path.join(TESTS, os.path.basename(f)) for f in test_files], env, 900)
+             + [os.path.join(TESTS, f) for f in test_files], env, 900)
     assert r.returncode == 0, f"{path}-path run failed:\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}"
     assert "passed" in r.stdout and "failed" not in r.stdout
     return r.stdout

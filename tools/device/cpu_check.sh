@@ -24,7 +24,7 @@ fi
 lscpu | tee "$OUT/lscpu.txt"
 part "cattn info" 30 $PY -m cattn info
 part "kernel-path tests" 120 bash -c "$PY -m pytest -p no:cacheprovider -q \
-  --continue-on-collection-errors '$ROOT/tests/test_kernel_paths.py' '$ROOT/tests/test_cpu.py' 2>&1 | tail -30"
+  --continue-on-collection-errors '$ROOT/tests/build/test_kernel_paths.py' '$ROOT/tests/build/test_cpu.py' 2>&1 | tail -30"
 part "bench_paths" 75 bash -c "$PY '$ROOT/benchmarks/bench_paths.py' --quick --rounds 2 \
   --min-time 0.2 --threads $(nproc) 2>&1 | tee '$OUT/bench_paths.md'"
 part "thread scaling" 240 $PY "$ROOT/tools/device/thread_scaling.py" --out "$OUT"

@@ -13,7 +13,7 @@ import pytest
 
 import cattn
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))    # tests/
 # where the cattn under test lives (site-packages, or a source tree built in place)
 INSTALLED = os.path.dirname(os.path.dirname(os.path.abspath(cattn.__file__)))
 
@@ -28,8 +28,8 @@ def _unbuilt_repo(tmp_path):
     assert not any(p.name.startswith("_ext.") and p.suffix in (".so", ".pyd")
                    for p in (repo / "cattn").iterdir())
     (repo / "tests").mkdir()
-    shutil.copy(os.path.join(HERE, "conftest.py"), repo / "tests" / "conftest.py")
-    shutil.copytree(os.path.join(HERE, "cattn_testing"), repo / "tests" / "cattn_testing",
+    shutil.copy(os.path.join(TESTS, "conftest.py"), repo / "tests" / "conftest.py")
+    shutil.copytree(os.path.join(TESTS, "cattn_testing"), repo / "tests" / "cattn_testing",
                     ignore=shutil.ignore_patterns("__pycache__"))
     return repo
 

@@ -1,4 +1,4 @@
-"""The vector exp (csrc/vexp_avx2.h, csrc/vexp.h) through the test hook
+"""The vector exp (csrc/kernels/avx2/vexp.h, csrc/kernels/ref/vexp.h) through the test hook
 cattn._ext.vexp, on the selected kernel path (and, by the last test, on the
 portable path too).
 

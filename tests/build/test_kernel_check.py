@@ -16,7 +16,7 @@ import pytest
 
 import cattn
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # repo root
 BUILD = os.path.join(ROOT, "tools", "emu", "build.sh")
 
 pytestmark = pytest.mark.skipif(

@@ -1,17 +1,19 @@
-"""Every op test module on every kernel path.
+"""Every op and program test on every kernel path.
 
 This session runs on one kernel path (the best the CPU has, or the one an
-environment variable forces); test_op_modules_on_path re-runs OP_MODULES in
-one fresh interpreter per other path (the kernel table is chosen once per
+environment variable forces); test_op_modules_on_path re-runs RERUN in one
+fresh interpreter per other path (the kernel table is chosen once per
 process), with that path forced. The paths are cattn_testing.paths.PATHS;
-OP_MODULES is the one list of modules re-run.
+RERUN is the one list of what is re-run: the folders tests/ops/ (every
+op) and tests/programs/ (the encoder and decoder programs) whole, the
+error checks, and the property modules that drive the ops.
 
 A session forced onto a path (CI's sanitizer stage: CATTN_FORCE_PORTABLE=1)
 covers that one path and re-runs nothing. Torch parity tests are deselected
 in the re-run (they repeat the reference comparisons), and with
 HYPOTHESIS_PROFILE=long so are the property modules: long runs are started
 once per path (`CATTN_FORCE_PORTABLE=1 HYPOTHESIS_PROFILE=long pytest
-tests/test_properties_*.py`).
+tests/properties/`).
 """
 import os
 
@@ -20,22 +22,20 @@ import pytest
 import cattn
 from cattn_testing.paths import PATHS, forced_by, kernel_path, run_pytest, run_python
 
-OP_MODULES = [
-    "test_matmul.py", "test_linear.py", "test_packed.py", "test_packed_formats.py", "test_int4.py",
-    "test_vexp.py", "test_softmax.py", "test_norm.py", "test_activations.py",
-    "test_attention.py", "test_kvcache.py", "test_attention_numerics.py",
-    "test_unaligned.py", "test_errors.py", "test_decoder_program.py",
-    "test_properties_gemm.py", "test_properties_rows.py",
-    "test_properties_attention.py", "test_properties_api.py",
+PROPERTY_MODULES = [
+    "properties/test_properties_gemm.py",
+    "properties/test_properties_rows.py", "properties/test_properties_attention.py",
+    "properties/test_properties_api.py",
 ]
+RERUN = ["ops", "programs", "properties/test_errors.py"] + PROPERTY_MODULES
 
 PRINT_PATH = "import cattn; print(cattn._ext.kernel_path())"
 
 
 def _modules():
     if os.environ.get("HYPOTHESIS_PROFILE") == "long":
-        return [m for m in OP_MODULES if not m.startswith("test_properties_")]
-    return OP_MODULES
+        return [m for m in RERUN if m not in PROPERTY_MODULES]
+    return RERUN
 
 
 # The paths to re-run on: every other path this CPU has and a variable can

@@ -22,7 +22,6 @@ require_model()
 from cattn.models import (BertModel, ModelNotFoundError, SentenceEncoder,  # noqa: E402
                           load_safetensors)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SBERT_EXAMPLE = ["The weather is lovely today.", "It's so sunny outside!",
                  "He drove to the stadium."]
 MUSHROOM = "This mushroom is so beautiful, but it looks poisonous."
