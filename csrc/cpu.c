@@ -1,5 +1,6 @@
-/* cpu.c — CPU feature detection, the dispatch table (dispatch.h) filled
- * once at load, scratch memory, build information.
+/* cpu.c — the registry of kernel paths and the dispatch table (dispatch.h)
+ * filled once at load from it, and build information (what the CPU is:
+ * cpuinfo.h and its CPU file).
  *
  * The table starts as the portable path (kernels/ref/table.c); the chosen
  * ISA then overrides its entries: the best one this build has and the CPU

@@ -1,4 +1,5 @@
-"""The CPU description (csrc/cpuinfo.c) and the block sizes derived from it.
+"""The CPU description (csrc/cpu_x86.c decodes CPUID; csrc/cpuinfo.c) and
+the block sizes derived from it.
 
 The CPUID decoding runs on recorded leaves of three CPUs (tests/fixtures/
 cpuid/, see its README.txt): this machine's Zen 3 EPYC under KVM, an AMD
