@@ -2,8 +2,11 @@
 
 * `BertModel`, `BertConfig`: a BERT encoder (Hugging Face parameter names)
   built from cattn.nn layers (Embedding, LayerNorm, TransformerEncoder).
-* `CausalLM`: decoder-only LLMs (Llama, Qwen2, GPT-2 families) from Hugging
-  Face checkpoint folders, with KV-cache generation (cattn.models.causal_lm).
+* `CausalLM`: decoder-only LLMs (Llama, Qwen2, Qwen3, GPT-2 families) from
+  Hugging Face checkpoint folders or GGUF files, with KV-cache generation:
+  the model (causal_lm.py), its config (llm_config.py, `LLMConfig`), the
+  checkpoint key maps (llm_keys.py), the generation loop (generation.py) and
+  token rule (sampling.py); continuous batching's slots (slots.py).
 * `GGUFFile`: llama.cpp's GGUF files read with NumPy alone: metadata, tensor
   infos, each tensor dequantized as ggml does or packed exactly
   (cattn.models.gguf), and the file's tokenizer (`GGUFTokenizer`).
@@ -12,7 +15,8 @@
 
 Needs the `models` extra: pip install 'cattn[models]' (safetensors, tokenizers).
 """
-from .causal_lm import SUPPORTED_ARCHITECTURES, CausalLM, LLMConfig
+from .causal_lm import CausalLM
+from .llm_config import SUPPORTED_ARCHITECTURES, LLMConfig
 from .bert import BertConfig, BertModel, load_safetensors
 from .gguf import GGUFFile
 from .gguf_tokenizer import GGUFTokenizer

@@ -2,13 +2,15 @@
 folders (Llama, Qwen2, GPT-2 families), built from cattn.nn layers, with
 KV-cache generation. Never imports torch, transformers or safetensors.
 
-What this file is: the config reader, the key maps from Hugging Face's
-parameter names to cattn.nn's, the model (embeddings -> nn.DecoderBlock
-stack -> final norm -> lm_head) and `generate` (greedy / sampling, batched
-with left padding, streaming). What it is not: a layer implementation
-(RMSNorm, GatedMLP, CausalSelfAttention, DecoderBlock are cattn.nn's), a
-checkpoint parser (cattn.models.safetensors) or a tokenizer
-(cattn.models.tokenizer, optional).
+What this file is: the model (embeddings -> nn.DecoderBlock stack -> final
+norm -> lm_head), its loading from a folder or a GGUF file, its forward
+steps on KV caches (the whole stack one program call: cattn.nn.program),
+and the steps continuous batching calls (prefill, decode_ragged). What it
+is not: the config (llm_config.py), the checkpoint key maps (llm_keys.py),
+the generation loop (generation.py) and token rule (sampling.py), a layer
+implementation (RMSNorm, GatedMLP, CausalSelfAttention, DecoderBlock are
+cattn.nn's), a checkpoint parser (safetensors.py, gguf.py) or a tokenizer
+(tokenizer.py, gguf_tokenizer.py).
 
 Legend: B batch, L new positions of a call, P prompt length (padded),
 S keys (cached + new), E hidden size, H query heads, Hk key/value heads,
@@ -27,261 +29,28 @@ the lm_head; then each new token is one decode step: one query row per
 sequence per layer against the cache, each weight read once per token.
 """
 import json
-import math
 import os
-import time
 
 import numpy as np
 
 from .. import nn
 from ..nn.program import decoder_program
-from .._validate import as_flag, as_int, as_real, show
+from .._validate import show
 from ..ops.attention import KVCache
 from ..ops.gemm import linear
 from ..ops.packed import pack_weight
 from .chat import chat_prompt, chat_reply, folder_chat_template
+from .generation import generate, positions as token_positions
 from .gguf import GGUFFile
 from .gguf_llm import GGUFCheckpoint, gguf_config
 from .gguf_tokenizer import GGUFTokenizer
-from .safetensors import Checkpoint, CheckpointError
+from .llm_config import SUPPORTED_ARCHITECTURES, LLMConfig, rope_frequencies
+from .llm_keys import gpt2_keys, llama_keys, load_params, param_owner
+from .safetensors import Checkpoint
 from ._weights import check_weights, pack
-from .tokenizer import StreamDecoder, TextTokenizer
+from .tokenizer import TextTokenizer
 
 __all__ = ["CausalLM", "LLMConfig", "SUPPORTED_ARCHITECTURES"]
-
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                           "GPT2LMHeadModel")
-
-# Hugging Face hidden_act names -> cattn activation names
-_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_new": "gelu_tanh",
-                "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
-
-
-# ----------------------------------------------------------------------------
-# config
-
-
-class LLMConfig:
-    """The fields of a config.json that inference needs, one shape for all
-    three families. Attributes: architecture, vocab_size, hidden_size (E),
-    num_layers, num_heads (H), num_kv_heads (Hk), head_dim (D),
-    intermediate_size (F), norm ("rms" | "layer"), norm_eps, activation,
-    qkv_bias, out_bias, mlp_bias, qk_norm (Qwen3: RMSNorm of each q and k
-    head), rope_theta, rope_scaling (dict or None),
-    max_positions (GPT-2's learned table; None for RoPE models),
-    tie_word_embeddings, bos_token_id, eos_token_id (list), pad_token_id."""
-
-    @classmethod
-    def from_dict(cls, d):
-        arch = (d.get("architectures") or [None])[0]
-        if arch not in SUPPORTED_ARCHITECTURES:
-            raise ValueError(f"unsupported architecture {arch!r} (config.json 'architectures'); "
-                             f"cattn.models.CausalLM supports {', '.join(SUPPORTED_ARCHITECTURES)}")
-        c = cls()
-        c.architecture = arch
-        owner = f"config.json ({arch})"
-        c.qk_norm = arch == "Qwen3ForCausalLM"
-        if arch == "GPT2LMHeadModel":
-            c._gpt2(d, owner)
-        else:
-            c._llama(d, owner, qwen2=arch == "Qwen2ForCausalLM")
-        c.vocab_size = as_int(d.get("vocab_size"), "vocab_size", owner, lo=1)
-        c.bos_token_id = d.get("bos_token_id")
-        c.eos_token_id = _id_list(d.get("eos_token_id"))
-        c.pad_token_id = d.get("pad_token_id")
-        if c.num_heads % c.num_kv_heads:
-            raise ValueError(f"{owner}: num_attention_heads={c.num_heads} is not a multiple of "
-                             f"num_key_value_heads={c.num_kv_heads}")
-        return c
-
-    def _llama(self, d, owner, qwen2):
-        self.hidden_size = E = as_int(d.get("hidden_size"), "hidden_size", owner, lo=1)
-        self.num_layers = as_int(d.get("num_hidden_layers"), "num_hidden_layers", owner)
-        self.num_heads = H = as_int(d.get("num_attention_heads"), "num_attention_heads", owner,
-                                    lo=1)
-        self.num_kv_heads = as_int(d.get("num_key_value_heads") or H, "num_key_value_heads",
-                                   owner, lo=1)
-        self.head_dim = as_int(d.get("head_dim") or E // H, "head_dim", owner, lo=1)
-        self.intermediate_size = as_int(d.get("intermediate_size"), "intermediate_size", owner,
-                                        lo=1)
-        self.norm, self.norm_eps = "rms", as_real(d.get("rms_norm_eps", 1e-6), "rms_norm_eps",
-                                                  owner, lo=0.0)
-        self.activation = _activation(d.get("hidden_act", "silu"), owner)
-        bias = bool(d.get("attention_bias", False))
-        self.qkv_bias, self.out_bias = (True, False) if qwen2 else (bias, bias)
-        self.mlp_bias = bool(d.get("mlp_bias", False))
-        if qwen2 and d.get("use_sliding_window"):
-            raise ValueError(f"{owner}: use_sliding_window=true is not supported")
-        rope = d.get("rope_parameters") or {}                  # transformers >= 5
-        self.rope_theta = as_real(rope.get("rope_theta", d.get("rope_theta", 10000.0)),
-                                  "rope_theta", owner, lo=0.0, lo_open=True)
-        scaling = d.get("rope_scaling") or rope
-        kind = scaling.get("rope_type", scaling.get("type", "default")) if scaling else "default"
-        if kind not in ("default", "llama3", "linear", "freq_factors"):
-            raise ValueError(f"{owner}: rope_scaling type {kind!r} is not supported "
-                             "(supported: llama3, linear, or none)")
-        self.rope_scaling = None if kind == "default" else dict(scaling, rope_type=kind)
-        self.max_positions = None
-        self.tie_word_embeddings = bool(d.get("tie_word_embeddings", False))
-
-    def _gpt2(self, d, owner):
-        self.hidden_size = E = as_int(d.get("n_embd"), "n_embd", owner, lo=1)
-        self.num_layers = as_int(d.get("n_layer"), "n_layer", owner)
-        self.num_heads = self.num_kv_heads = H = as_int(d.get("n_head"), "n_head", owner, lo=1)
-        if E % H:
-            raise ValueError(f"{owner}: n_embd={E} is not a multiple of n_head={H}")
-        self.head_dim = E // H
-        self.intermediate_size = as_int(d.get("n_inner") or 4 * E, "n_inner", owner, lo=1)
-        self.norm, self.norm_eps = "layer", as_real(d.get("layer_norm_epsilon", 1e-5),
-                                                    "layer_norm_epsilon", owner, lo=0.0)
-        self.activation = _activation(d.get("activation_function", "gelu_new"), owner)
-        self.qkv_bias = self.out_bias = self.mlp_bias = True
-        if not d.get("scale_attn_weights", True) or d.get("scale_attn_by_inverse_layer_idx"):
-            raise ValueError(f"{owner}: only scale_attn_weights=true and "
-                             "scale_attn_by_inverse_layer_idx=false are supported")
-        self.rope_theta = self.rope_scaling = None
-        self.max_positions = as_int(d.get("n_positions", 1024), "n_positions", owner, lo=1)
-        self.tie_word_embeddings = True                # GPT2LMHeadModel's lm_head is wte
-
-    @classmethod
-    def from_json(cls, path):
-        with open(path, encoding="utf-8") as f:
-            return cls.from_dict(json.load(f))
-
-
-def _activation(name, owner):
-    if name not in _ACTIVATIONS:
-        raise ValueError(f"{owner}: activation {name!r} is not supported; expected one of "
-                         f"{sorted(_ACTIVATIONS)}")
-    return _ACTIVATIONS[name]
-
-
-def _id_list(v):
-    """An id, a list of ids or None -> a list of ints."""
-    if v is None:
-        return []
-    return [int(i) for i in (v if isinstance(v, (list, tuple)) else [v])]
-
-
-def rope_frequencies(head_dim, theta, scaling):
-    """The (D/2,) RoPE frequencies theta^(-2i/D), rescaled as transformers'
-    rope types "linear" (all / factor) and "llama3" (long wavelengths /
-    factor, short ones kept, a smooth blend between), or, "freq_factors"
-    (a GGUF file's rope_freqs.weight, as llama.cpp applies it), each
-    divided by its factor."""
-    inv = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
-    if scaling is None:
-        return inv
-    if scaling["rope_type"] == "freq_factors":
-        f = np.asarray(scaling["factors"], np.float64)
-        if f.shape != inv.shape or not np.all(np.isfinite(f) & (f > 0)):
-            raise ValueError(f"rope frequency factors: expected {inv.size} finite values > 0 "
-                             f"(head_dim / 2), got shape {f.shape}")
-        return inv / f
-    factor = float(scaling["factor"])
-    if scaling["rope_type"] == "linear":
-        return inv / factor
-    low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
-    old = float(scaling["original_max_position_embeddings"])
-    wavelen = 2 * math.pi / inv
-    scaled = np.where(wavelen > old / low, inv / factor, inv)
-    smooth = (old / wavelen - low) / (high - low)
-    blended = (1 - smooth) * scaled / factor + smooth * scaled
-    medium = (wavelen >= old / high) & (wavelen <= old / low)
-    return np.where(medium, blended, scaled)
-
-
-# ----------------------------------------------------------------------------
-# the key maps: (our parameter, [(checkpoint tensor, rows of ours it fills)], transposed)
-
-
-def _llama_keys(c, ckpt):
-    H, Hk, D, F = c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size
-    keys = [("embed.weight", [("model.embed_tokens.weight", None)], False),
-            ("norm.weight", [("model.norm.weight", None)], False)]
-    if not c.tie_word_embeddings:
-        keys.append(("lm_head.weight", [("lm_head.weight", None)], False))
-    for i in range(c.num_layers):
-        hf, ours = f"model.layers.{i}.", f"layers.{i}."
-        parts = ["weight"] + (["bias"] if c.qkv_bias else [])
-        for part in parts:
-            keys.append((ours + f"self_attn.qkv_proj.{part}",
-                         [(hf + f"self_attn.{n}_proj.{part}", rows)
-                          for n, rows in (("q", H * D), ("k", Hk * D), ("v", Hk * D))], False))
-        for part in ["weight"] + (["bias"] if c.out_bias else []):
-            keys.append((ours + f"self_attn.o_proj.{part}",
-                         [(hf + f"self_attn.o_proj.{part}", None)], False))
-        for part in ["weight"] + (["bias"] if c.mlp_bias else []):
-            keys.append((ours + f"mlp.gate_up_proj.{part}",
-                         [(hf + f"mlp.gate_proj.{part}", F), (hf + f"mlp.up_proj.{part}", F)],
-                         False))
-            keys.append((ours + f"mlp.down_proj.{part}", [(hf + f"mlp.down_proj.{part}", None)],
-                         False))
-        if c.qk_norm:
-            for n in ("q_norm", "k_norm"):
-                keys.append((ours + f"self_attn.{n}.weight", [(hf + f"self_attn.{n}.weight", None)],
-                             False))
-        keys.append((ours + "norm1.weight", [(hf + "input_layernorm.weight", None)], False))
-        keys.append((ours + "norm2.weight", [(hf + "post_attention_layernorm.weight", None)],
-                     False))
-    return keys
-
-
-def _gpt2_keys(c, ckpt):
-    # two layouts in the wild: GPT2LMHeadModel's ("transformer.h.0...") and the
-    # original Hub files of GPT2Model ("h.0...", with attn.bias mask buffers)
-    pre = "transformer." if "transformer.wte.weight" in ckpt else ""
-    keys = [("embed.weight", [(pre + "wte.weight", None)], False),
-            ("pos_embed.weight", [(pre + "wpe.weight", None)], False)]
-    for p in ("weight", "bias"):
-        keys.append((f"norm.{p}", [(pre + f"ln_f.{p}", None)], False))
-    for i in range(c.num_layers):
-        hf, ours = f"{pre}h.{i}.", f"layers.{i}."
-        for theirs, mine in (("ln_1", "norm1"), ("ln_2", "norm2"),
-                             ("attn.c_attn", "self_attn.qkv_proj"),
-                             ("attn.c_proj", "self_attn.o_proj"),
-                             ("mlp.c_fc", "mlp.fc1"), ("mlp.c_proj", "mlp.fc2")):
-            conv1d = not theirs.startswith("ln")    # Conv1D weights are stored (in, out)
-            keys.append((ours + mine + ".weight", [(hf + theirs + ".weight", None)], conv1d))
-            keys.append((ours + mine + ".bias", [(hf + theirs + ".bias", None)], False))
-    return keys
-
-
-def _param_owner(model, dotted):
-    """(module, name) holding the parameter `dotted` ("layers.3.mlp.down_proj.weight")."""
-    *path, leaf = dotted.split(".")
-    owner = model
-    for part in path:
-        owner = owner[int(part)] if part.isdigit() else getattr(owner, part)
-    return owner, leaf
-
-
-def _load(model, ckpt, keys):
-    """Read every checkpoint tensor of the key map straight into the model's
-    parameters (fused ones piece by piece, Conv1D weights through a
-    transposed view): one tensor in flight at a time (the parameters are
-    looked up by name: named_parameters() would unpack packed ones)."""
-    for ours, pieces, transposed in keys:
-        owner, leaf = _param_owner(model, ours)
-        dst, r = getattr(owner, leaf), 0
-        for name, rows in pieces:
-            if name not in ckpt:
-                raise CheckpointError(f"{model.config.architecture} checkpoint: missing tensor "
-                                      f"{name!r} (for {ours})")
-            n = dst.shape[0] - r if rows is None else rows
-            view = dst[r:r + n]
-            want = view.T.shape if transposed else view.shape
-            dtype, shape = ckpt.info(name)
-            if shape != want:
-                raise CheckpointError(f"{model.config.architecture} checkpoint: tensor {name!r} "
-                                      f"has shape {list(shape)}, expected {list(want)} from "
-                                      "config.json")
-            if dtype not in ("F32", "F16", "BF16", "F64"):
-                raise CheckpointError(f"checkpoint tensor {name!r} has dtype {dtype}; expected "
-                                      "a float type")
-            ckpt.read(name, out=view.T if transposed else view)
-            r += n
-
 
 # ----------------------------------------------------------------------------
 # the model
@@ -374,11 +143,11 @@ class CausalLM(nn.Module):
             raise FileNotFoundError(f"CausalLM.from_pretrained: {path} is neither a checkpoint "
                                     "folder nor a GGUF file")
         model = nn.skip_init(cls, config)         # weights allocated, not drawn: read next
-        keys = (_gpt2_keys if config.architecture == "GPT2LMHeadModel" else _llama_keys)(
+        keys = (gpt2_keys if config.architecture == "GPT2LMHeadModel" else llama_keys)(
             config, ckpt)
         if keep_file:                              # the file's formats: never read into float32
             keys = model._pack_exact(ckpt, keys)
-        _load(model, ckpt, keys)
+        load_params(model, ckpt, keys)
         if os.path.isfile(path):
             model.tokenizer_meta = {k: v for k, v in gguf.metadata.items()
                                     if k.startswith("tokenizer.ggml.")} or None
@@ -405,7 +174,7 @@ class CausalLM(nn.Module):
         to read."""
         rest = []
         for ours, pieces, transposed in keys:
-            owner, leaf = _param_owner(self, ours)
+            owner, leaf = param_owner(self, ours)
             pw = None
             if (not transposed and (ours.endswith("_proj.weight") or ours == "lm_head.weight")
                     and all(name in ckpt for name, _ in pieces)):
@@ -511,7 +280,7 @@ class CausalLM(nn.Module):
 
     # -- forward
 
-    def _check_ids(self, input_ids, attention_mask):
+    def check_ids(self, input_ids, attention_mask):
         """input_ids (B, L) ints in [0, V) -> (int64 ids, real (B, L) bool)."""
         ids = np.asarray(input_ids)
         if ids.dtype.kind not in "iu":
@@ -574,8 +343,8 @@ class CausalLM(nn.Module):
         L positions that follow the cached ones; their keys and values are
         appended and their logits returned (equal to the full forward's
         last L rows)."""
-        ids, real = self._check_ids(input_ids, attention_mask)
-        positions = None if real.all() else _positions(real)
+        ids, real = self.check_ids(input_ids, attention_mask)
+        positions = None if real.all() else token_positions(real)
         if caches is not None:
             self._check_caches(caches, ids.shape)
             if positions is not None:
@@ -609,6 +378,19 @@ class CausalLM(nn.Module):
         """One empty cattn.KVCache (batch, Hk, max_len, D) per layer."""
         return [layer.self_attn.new_cache(batch, max_len) for layer in self.layers]
 
+    def step_logits(self, ids, positions, caches, mask=None, *, padded=False):
+        """One forward step on KV caches, as generate runs it (the prompt,
+        then one token per sequence): ids (B, L) int64 token ids (checked by
+        check_ids), positions (B, L) each token's position or None (0..L-1);
+        mask None (causal) or nn.causal_mask's bool (B, 1, L, S); the caches
+        get the L positions -> the last position's logits (B, V) float32.
+        Learned position embeddings (GPT-2) read `positions`; the rotary
+        embedding and the attention take them only with padded=True (else
+        they follow the cache: the same values for an unpadded batch)."""
+        x = self._embed(ids, positions)
+        x = self._layers(x, positions if padded else None, mask, caches)
+        return self._last_logits(x)
+
     def _last_logits(self, x):
         """Hidden states x (B, L, E) -> the last position's logits (B, V)."""
         h = self.norm(np.ascontiguousarray(x[:, -1]))
@@ -625,7 +407,7 @@ class CausalLM(nn.Module):
         if ids.ndim != 1 or ids.size == 0 or ids.dtype.kind not in "iu":
             raise ValueError(f"CausalLM.prefill: ids must be a non-empty 1-D sequence of "
                              f"token ids, got {show(ids)}")
-        ids, real = self._check_ids(ids.astype(np.int64)[None], None)
+        ids, real = self.check_ids(ids.astype(np.int64)[None], None)
         self._check_caches(caches, ids.shape)
         if caches[0].length != 0:
             raise ValueError(f"CausalLM.prefill: the caches hold {caches[0].length} positions; "
@@ -649,7 +431,7 @@ class CausalLM(nn.Module):
                 or len(vcache) != len(self.layers):
             raise ValueError(f"CausalLM.decode_ragged: tokens {show(tokens)} and lengths "
                              f"{show(lengths)} must be (B,) and the caches one per layer")
-        self._check_ids(tok[:, None], None)
+        self.check_ids(tok[:, None], None)
         max_len = kcache[0].shape[2]
         if lens.min() < 1 or lens.max() >= max_len:
             raise ValueError(f"CausalLM.decode_ragged: lengths {lens.tolist()} must be in "
@@ -663,7 +445,7 @@ class CausalLM(nn.Module):
                 x[b:b + 1] = self._layers(x[b:b + 1], None, None, caches)
         return self._last_logits(x)
 
-    # -- generation
+    # -- generation (generation.py)
 
     def generate(self, inputs, max_new_tokens=32, do_sample=False, temperature=1.0, top_k=None,
                  top_p=None, seed=None, eos_token_id=None, stream=False, attention_mask=None):
@@ -686,163 +468,5 @@ class CausalLM(nn.Module):
         input) as it comes; for a batch, a list per step (None for a
         sequence that has stopped). model.stats holds the last run's
         prefill / decode tokens and seconds."""
-        prompts, text, single = self._prompts(inputs, attention_mask)
-        n = as_int(max_new_tokens, "max_new_tokens", "CausalLM.generate", lo=1)
-        choose = _chooser(do_sample, temperature, top_k, top_p, seed, self.config.vocab_size)
-        eos = self._eos(eos_token_id)
-        steps = self._steps(prompts, n, choose, eos)
-        if stream:
-            return self._stream(steps, len(prompts), text, single)
-        out = [[] for _ in prompts]
-        for tokens in steps:
-            for seq, t in zip(out, tokens):
-                if t is not None:
-                    seq.append(t)
-        if text:
-            tok = self._tokenizer()
-            out = [tok.decode(seq) for seq in out]
-        else:
-            out = [np.asarray(seq, dtype=np.int64) for seq in out]
-        return out[0] if single else out
-
-    def _stream(self, steps, B, text, single):
-        decoders = [StreamDecoder(self._tokenizer()) for _ in range(B)] if text else None
-        for tokens in steps:
-            if text:
-                tokens = [None if t is None else d.push(t) for d, t in zip(decoders, tokens)]
-            yield tokens[0] if single else tokens
-        if text:                        # an incomplete character held back at the end
-            rest = [d.flush() for d in decoders]
-            if any(rest):
-                yield rest[0] if single else rest
-
-    def _eos(self, eos_token_id):
-        if eos_token_id is None:
-            eos_token_id = self.generation_config.get("eos_token_id", self.config.eos_token_id)
-        ids = _id_list(eos_token_id)
-        V = self.config.vocab_size
-        if any(not 0 <= i < V for i in ids):
-            raise ValueError(f"CausalLM.generate: eos_token_id {ids} outside [0, {V})")
-        return np.asarray(ids, dtype=np.int64)
-
-    def _prompts(self, inputs, attention_mask):
-        """-> (list of 1-D int64 prompts, text?, single?)."""
-        owner = "CausalLM.generate"
-        if isinstance(inputs, str) or (isinstance(inputs, (list, tuple)) and inputs
-                                       and all(isinstance(s, str) for s in inputs)):
-            single = isinstance(inputs, str)
-            tok = self._tokenizer()
-            texts = [inputs] if single else inputs
-            prompts = [np.asarray(tok.encode(s), np.int64) for s in texts]
-            if any(p.size == 0 for p in prompts):
-                raise ValueError(f"{owner}: a prompt encodes to no tokens")
-            return prompts, True, single
-        if isinstance(inputs, np.ndarray):
-            arr = inputs
-            if arr.ndim == 2 and attention_mask is not None:
-                ids, real = self._check_ids(arr, attention_mask)
-                return [row[r] for row, r in zip(ids, real)], False, False
-            seqs = [arr] if arr.ndim == 1 else list(arr) if arr.ndim == 2 else None
-            single = arr.ndim == 1
-        elif isinstance(inputs, (list, tuple)) and inputs:
-            single = not isinstance(inputs[0], (list, tuple, np.ndarray))
-            seqs = [inputs] if single else list(inputs)
-        else:
-            seqs = None
-        if not seqs:
-            raise TypeError(f"{owner}: inputs must be text, token ids or a batch of them, got "
-                            f"{show(inputs)}")
-        prompts = []
-        for s in seqs:
-            a = np.asarray(s)
-            if a.ndim != 1 or a.size == 0 or a.dtype.kind not in "iu":
-                raise ValueError(f"{owner}: each prompt must be a non-empty 1-D sequence of "
-                                 f"integer token ids, got {show(s)}")
-            prompts.append(a.astype(np.int64))
-        self._check_ids(np.concatenate(prompts)[None], None)          # ids in [0, V)
-        return prompts, False, single
-
-    def _steps(self, prompts, max_new, choose, eos):
-        """Generator of the new tokens, one list (B,) per step (None for a
-        sequence that has stopped). Prefill once, then one decode step per
-        token on the per-layer KV caches."""
-        B, P = len(prompts), max(p.size for p in prompts)
-        ids = np.zeros((B, P), np.int64)
-        real = np.zeros((B, P + max_new), bool)                         # keys that are tokens
-        for b, p in enumerate(prompts):                                 # left padding
-            ids[b, P - p.size:] = p
-            real[b, P - p.size:] = True
-        real[:, P:] = True
-        padded = not real.all()
-        pos = _positions(real[:, :P])                                   # (B, P)
-        if self.pos_embed is not None and P + max_new > self.pos_embed.num_embeddings:
-            raise ValueError(f"CausalLM.generate: {P} prompt + {max_new} new tokens exceed the "
-                             f"model's {self.pos_embed.num_embeddings} positions")
-        caches = self.new_caches(B, P + max_new)
-        done = np.zeros(B, bool)
-        t0 = time.perf_counter()
-        x = self._embed(ids, pos if padded else None)
-        x = self._layers(x, pos if padded else None, nn.causal_mask(real[:, :P], P), caches)
-        logits = self._last_logits(x)                                   # (B, V)
-        t1 = time.perf_counter()
-        self.stats = dict(prefill_tokens=int(real[:, :P].sum()), prefill_s=t1 - t0,
-                          decode_tokens=0, decode_s=0.0)
-        last = pos[:, -1:]                                              # (B, 1)
-        for step in range(max_new):
-            tok = choose(logits)                                        # (B,) int64
-            out = [None if d else int(t) for d, t in zip(done, tok)]
-            done |= np.isin(tok, eos)
-            yield out
-            if done.all() or step == max_new - 1:
-                break
-            t = time.perf_counter()
-            last = last + 1
-            S = P + step + 1
-            x = self._embed(tok[:, None], last)
-            mask = real[:, None, None, :S] if padded else None          # (B, 1, 1, S)
-            x = self._layers(x, last if padded else None, mask, caches)
-            logits = self._last_logits(x)
-            self.stats["decode_s"] += time.perf_counter() - t
-            self.stats["decode_tokens"] += B
-
-
-def _positions(real):
-    """Each token's position: real tokens counted from 0 in each row, 0 at
-    padding (transformers' position_ids = cumsum(mask) - 1 under generate)."""
-    return np.maximum(np.cumsum(real, axis=1) - 1, 0)
-
-
-def _chooser(do_sample, temperature, top_k, top_p, seed, V):
-    """choose(logits (B, V)) -> token ids (B,): greedy (argmax, the first of
-    ties) or a draw from the tempered, top-k / top-p filtered softmax."""
-    owner = "CausalLM.generate"
-    do_sample = as_flag(do_sample, "do_sample", owner)
-    if not do_sample:
-        return lambda logits: np.argmax(logits, axis=-1)
-    temperature = as_real(temperature, "temperature", owner, lo=0.0, lo_open=True)
-    k = None if top_k is None else as_int(top_k, "top_k", owner, lo=1)
-    p = None if top_p is None else as_real(top_p, "top_p", owner, lo=0.0, lo_open=True)
-    if p is not None and p > 1:
-        raise ValueError(f"{owner}: top_p must be in (0, 1], got {p}")
-    rng = np.random.default_rng(seed)
-
-    def choose(logits):
-        z = logits.astype(np.float64) / temperature                    # (B, V)
-        if k is not None and k < V:
-            kth = np.partition(z, V - k, axis=-1)[:, V - k:V - k + 1]   # k-th largest
-            z = np.where(z >= kth, z, -np.inf)
-        z -= z.max(axis=-1, keepdims=True)
-        prob = np.exp(z)
-        prob /= prob.sum(axis=-1, keepdims=True)
-        if p is not None and p < 1:
-            order = np.argsort(-prob, axis=-1, kind="stable")
-            sorted_p = np.take_along_axis(prob, order, -1)
-            keep = np.cumsum(sorted_p, axis=-1) - sorted_p < p          # the first reaching p
-            drop = np.zeros_like(keep)
-            np.put_along_axis(drop, order, ~keep, -1)
-            prob[drop] = 0.0
-            prob /= prob.sum(axis=-1, keepdims=True)
-        u = rng.random(prob.shape[0])[:, None]
-        cdf = np.cumsum(prob, axis=-1)
-        return np.minimum((cdf < u * cdf[:, -1:]).sum(axis=-1), V - 1).astype(np.int64)
-    return choose
+        return generate(self, inputs, max_new_tokens, do_sample, temperature, top_k, top_p, seed,
+                        eos_token_id, stream, attention_mask)

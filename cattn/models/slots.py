@@ -4,10 +4,9 @@ with its own length; a sequence joins after its prefill and leaves when it
 is done, and one decode step serves every active slot.
 
 What this file is: the slot bookkeeping (which slots are free, each one's
-length) around CausalLM.prefill and CausalLM.decode_ragged, and the
-per-request token choice (greedy or a seeded draw, with temperature and
-top_p). What it is not: a scheduler (cattn.server.generation decides who
-joins and when) or a model.
+length) around CausalLM.prefill and CausalLM.decode_ragged. What it is
+not: a scheduler (cattn.server.generation decides who joins and when), the
+token choice (sampling.TokenChooser) or a model.
 
 Every sequence gets the bits `generate` gives it alone: its prefill runs
 alone (batch 1, on its slot's rows of the caches), and the ragged decode
@@ -20,7 +19,7 @@ import numpy as np
 from .._validate import as_int
 from ..ops.attention import KVCache
 
-__all__ = ["DecodeSlots", "TokenChooser"]
+__all__ = ["DecodeSlots"]
 
 
 class DecodeSlots:
@@ -96,34 +95,3 @@ class DecodeSlots:
         logits = self.lm.decode_ragged(tok, k, v, lens_run)
         self.lengths[slots] += 1
         return logits[slots]
-
-
-class TokenChooser:
-    """One request's next-token rule on its logits (V,): greedy (argmax,
-    the first of ties: generate's) when temperature is 0 (or None), else a
-    draw from softmax(logits / temperature) restricted to the smallest set
-    of tokens whose probability reaches top_p, from its own generator
-    (seeded: reproducible)."""
-
-    def __init__(self, temperature=0.0, top_p=None, seed=None):
-        self.temperature = 0.0 if temperature is None else float(temperature)
-        self.top_p = None if top_p is None or top_p >= 1 else float(top_p)
-        self.rng = np.random.default_rng(seed)
-
-    def __call__(self, logits):
-        if self.temperature <= 0:
-            return int(np.argmax(logits))
-        z = logits.astype(np.float64) / self.temperature
-        z -= z.max()
-        p = np.exp(z)
-        p /= p.sum()
-        if self.top_p is not None:
-            order = np.argsort(-p, kind="stable")
-            sp = p[order]
-            keep = np.cumsum(sp) - sp < self.top_p
-            q = np.zeros_like(p)
-            q[order[keep]] = sp[keep]
-            p = q / q.sum()
-        cdf = np.cumsum(p)
-        return int(min(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"),
-                       p.size - 1))

@@ -81,7 +81,7 @@ class RotaryEmbedding(Module):
 
     def __init__(self, head_dim, base=10000.0, *, inv_freq=None):
         """inv_freq (keyword-only): the (D/2,) frequencies theta_i to use instead
-        of base^(-2i/D) (a scaled RoPE, e.g. Llama 3's; see cattn.models.causal_lm.rope_frequencies)."""
+        of base^(-2i/D) (a scaled RoPE, e.g. Llama 3's; see cattn.models.llm_config.rope_frequencies)."""
         super().__init__()
         D = positive_int(head_dim, "head_dim", "RotaryEmbedding")
         if D % 2:

@@ -19,7 +19,8 @@ import collections
 import threading
 import time
 
-from ..models.slots import DecodeSlots, TokenChooser
+from ..models.sampling import TokenChooser
+from ..models.slots import DecodeSlots
 from ..models.tokenizer import StreamDecoder
 from .errors import APIError
 

@@ -173,7 +173,7 @@ def test_config_errors(change, match):
 
 
 def test_rope_scaling_linear_and_llama3_frequencies():
-    from cattn.models.causal_lm import rope_frequencies
+    from cattn.models.llm_config import rope_frequencies
     base = rope_frequencies(64, 10000.0, None)
     assert np.allclose(rope_frequencies(64, 10000.0, {"rope_type": "linear", "factor": 4.0}),
                        base / 4)

@@ -14,7 +14,8 @@ import pytest
 
 from cattn import KVCache
 from cattn.models import CausalLM
-from cattn.models.slots import DecodeSlots, TokenChooser
+from cattn.models.sampling import TokenChooser
+from cattn.models.slots import DecodeSlots
 from cattn_testing.llm_files import tiny_gguf
 
 pytest.importorskip("gguf", reason="the gguf package writes the model files")
@@ -137,3 +138,16 @@ def test_token_chooser():
     p /= p.sum()
     freq = np.bincount(draws, minlength=4) / 400
     assert np.abs(freq - p).max() < 0.1                    # 400 draws: ~0.025 std
+
+
+def test_a_request_draws_as_generate_alone():
+    """The server's per-request rule and generate's batched one are one rule:
+    a sequence alone gets the same draws for the same seed."""
+    from cattn.models.sampling import token_chooser
+    rng = np.random.default_rng(0)
+    for temperature, top_p in ((1.0, None), (0.7, 0.9), (1.3, 0.5)):
+        batched = token_chooser(True, temperature, None, top_p, 11, 50)
+        one = TokenChooser(temperature, top_p, 11)
+        for _ in range(30):
+            logits = rng.standard_normal(50).astype(np.float32) * 3
+            assert batched(logits[None])[0] == one(logits)

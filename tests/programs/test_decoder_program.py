@@ -18,7 +18,7 @@ import cattn
 from cattn import nn
 from cattn.models import CausalLM
 from cattn.models import causal_lm
-from cattn.models.causal_lm import LLMConfig
+from cattn.models.llm_config import LLMConfig
 from cattn.nn.program import decoder_program
 from cattn.ops.attention import KVCache
 
