@@ -109,6 +109,19 @@ typedef void (*cattn_ukr_i8_t)(int64_t k2, const uint32_t *a, int m, const int8_
                                const float *sw, const float *bias, int act, float *c,
                                int64_t ldc);
 
+/* int8 one-row kernel over four panels (qgemm.c; NULL-able: ukr_i8 per
+ * panel): the m = 1 case of ukr_i8 for the 64 columns of four consecutive
+ * 16-column panels, panel q's weights at b + q * ps (ps = k2 * 32 bytes),
+ * its columns' colsum, sw and bias at + 16 q and its outputs at c + 16 q
+ * (bias NULL or 64 values): the values of four ukr_i8 calls with m = 1.
+ * Four weight streams at once: a core streaming one panel at a time keeps
+ * too few lines in flight (Zen 3, one thread, a one-row int8 GEMV from
+ * memory: 13.4 GB/s one stream, 18.4 four, float32's 17.4). */
+typedef void (*cattn_ukr_i8_row4_t)(int64_t k2, const uint32_t *a, const int8_t *b,
+                                    int64_t ps, const int32_t *za, const float *sa,
+                                    const int32_t *colsum, const float *sw, const float *bias,
+                                    int act, float *c);
+
 /* int4 micro-kernel (q4gemm.c, the "int4" format): an m x 16 tile over G
  * groups of 32 k, m = 1..CATTN_MR_Q4 rows:
  *   isum[i][j] = sum_{k<32} q[j, 32g + k] * qx[i*ldq + 32g + k]   (exact int32)
@@ -220,6 +233,7 @@ typedef struct {
     cattn_ukr2_f32_t ukr2_f32;
     cattn_ukr2_f64_t ukr2_f64;
     cattn_ukr_i8_t ukr_i8;
+    cattn_ukr_i8_row4_t ukr_i8_row4;        /* NULL-able (above) */
     cattn_quant_row_t quant_row_u8;
     cattn_ukr_q4_t ukr_q4;
     cattn_ukr_q8g_t ukr_q8g;

@@ -205,8 +205,17 @@ static void qgemm_panel(const qgemm_args *g, const uint32_t *a, int64_t r0, int 
     float *C0 = g->C + r0 * rsc + c0 * csc;
     const int direct = csc == 1;
     float bpad[QNR];
+    const cattn_ukr_i8_row4_t row4 = mr == 1 && direct ? cattn_kt.ukr_i8_row4 : NULL;
     for (int64_t jl = 0; jl < nc; jl += QNR) {
         const int64_t c = c0 + jl;
+        if (row4 && jl + 4 * QNR <= nc && (!g->bias || c + 4 * QNR <= g->N)) {
+            /* one row, four whole panels at once (four weight streams) */
+            row4(g->k2, a, g->P + (c / QNR) * g->k2 * 2 * QNR, g->k2 * 2 * QNR, g->za + r0,
+                 g->sa + r0, g->colsum + c, g->sw + c, g->bias ? g->bias + c : NULL, g->act,
+                 C0 + jl);
+            jl += 3 * QNR;
+            continue;
+        }
         const int whole = direct && jl + QNR <= nc;
         const float *bias = NULL;
         if (g->bias && c + QNR <= g->N) {

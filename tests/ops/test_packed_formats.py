@@ -969,3 +969,25 @@ def test_linear_errors(rng, fmt):
     np.testing.assert_array_equal(cattn.linear(xb, sq), cattn.linear(x, sq))
     with pytest.raises(TypeError, match="float16"):
         cattn.pack_weight(np.ones((2, 2), np.float16), fmt)
+
+
+@pytest.mark.parametrize("N", [64, 128, 200, 64 * 7 + 16 + 5])
+@pytest.mark.parametrize("K", [2, 33, 896])
+def test_int8_one_row_four_panel_tasks(rng, N, K):
+    """One row (a decode's GEMV): a task's whole panels go four at a time
+    through the path's four-stream kernel where it has one (AVX2), the rest
+    one at a time: every column the exact formula's bits, with and without
+    bias and activation, for any thread count, into a strided out= too."""
+    x, w, b = _data(rng, 1, N, K, 1 / np.sqrt(K))
+    p = cattn.pack_weight(w, "int8")
+    for bias, act in ((None, None), (b, None), (b, "gelu")):
+        got = threads_bitwise(cattn.linear, x, p, bias, activation=act)
+        want = int8_formula(x, w, bias)
+        if act is None:
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_array_equal(got, cattn.linear(np.repeat(x, 3, 0), p, bias,
+                                                            activation=act)[:1])
+    big = np.zeros((1, 2 * N), F32)
+    cattn.linear(x, p, b, out=big[:, 1::2])                    # not direct: one panel at a time
+    np.testing.assert_array_equal(big[:, 1::2], int8_formula(x, w, b))

@@ -14,6 +14,9 @@ void cattn_ukr_avx2_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
 void cattn_ukr_avx2_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,
                          const int32_t *za, const float *sa, const int32_t *colsum,
                          const float *sw, const float *bias, int act, float *c, int64_t ldc);
+void cattn_ukr_avx2_i8_row4(int64_t k2, const uint32_t *a, const int8_t *b, int64_t ps,
+                            const int32_t *za, const float *sa, const int32_t *colsum,
+                            const float *sw, const float *bias, int act, float *c);
 void cattn_i8_epilogue_avx2(const int32_t *acc, int m, const int32_t *za, const float *sa,
                             const int32_t *colsum, const float *sw, const float *bias,
                             int act, float *c, int64_t ldc);

@@ -128,6 +128,33 @@ void cattn_i8_epilogue_avx2(const int32_t *acc, int m, const int32_t *za, const 
     i8_epilogue(acc, m, za, sa, colsum, sw, bias, act, c, ldc);
 }
 
+/* One row, four panels (dispatch.h cattn_ukr_i8_row4_t): four weight
+ * streams ps bytes apart, eight accumulators (panel q: 2q, 2q + 1), one
+ * broadcast pair a step; integer sums, exact in any order, so the values of
+ * sums_1 per panel; then each panel's epilogue as ukr_i8 with m = 1. */
+void cattn_ukr_avx2_i8_row4(int64_t k2, const uint32_t *a, const int8_t *b, int64_t ps,
+                            const int32_t *za, const float *sa, const int32_t *colsum,
+                            const float *sw, const float *bias, int act, float *c)
+{
+    __m256i s[8];
+    for (int q = 0; q < 8; q++) s[q] = _mm256_setzero_si256();
+    for (int64_t p = 0; p < k2; p++, b += 32) {                /* pair p of every panel */
+        const __m256i x = _mm256_set1_epi32((int)a[p * CATTN_MR_I8]);
+        for (int q = 0; q < 4; q++) {
+            const int8_t *bq = b + q * ps;
+            s[2 * q] = _mm256_add_epi32(s[2 * q], _mm256_madd_epi16(
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)bq)), x));
+            s[2 * q + 1] = _mm256_add_epi32(s[2 * q + 1], _mm256_madd_epi16(
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(bq + 16))), x));
+        }
+    }
+    int32_t acc[4 * 16] __attribute__((aligned(32)));
+    for (int q = 0; q < 8; q++) _mm256_store_si256((__m256i *)(acc + 8 * q), s[q]);
+    for (int q = 0; q < 4; q++)
+        i8_epilogue(acc + 16 * q, 1, za, sa, colsum + 16 * q, sw + 16 * q,
+                    bias ? bias + 16 * q : NULL, act, c + 16 * q, 0);
+}
+
 void cattn_ukr_avx2_i8(int64_t k2, const uint32_t *a, int m, const int8_t *b,
                        const int32_t *za, const float *sa, const int32_t *colsum,
                        const float *sw, const float *bias, int act, float *c, int64_t ldc)

@@ -127,6 +127,9 @@ void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
     const int use_vnni = vnni && vnni_agrees();
     kt->ukr_i8 = use_vnni ? cattn_ukr_avx512vnni_i8 : cattn_ukr_avx512_i8;
     kt->i8_quads = use_vnni;                  /* the VNNI kernel reads A in quads */
+    /* its own one-row kernels per panel (AVX2's four-stream form reads A in
+     * pairs; a four-stream AVX-512 form is not written or measured yet) */
+    kt->ukr_i8_row4 = NULL;
     kt->int8_kernel = use_vnni ? "avx512 vnni (vpdpbusd)"
                       : vnni ? "avx512bw (vpmaddwd; the VNNI kernel failed its load check)"
                              : "avx512bw (vpmaddwd)";
