@@ -554,3 +554,26 @@ def test_two_level_scales_equal_the_float32_ones(rng, M, N, K):
     bad["kd"] = bad["kd"][:, :0]
     with pytest.raises(ValueError, match="'kd'"):
         PackedWeight.from_arrays(bad)
+
+
+@pytest.mark.parametrize("N", [64, 200, 64 * 3 + 16 + 5])
+@pytest.mark.parametrize("K", [32, 96, 257])
+def test_one_row_many_panels(rng, N, K):
+    """One row (a decode's GEMV) over many panels and tasks: the formula's
+    bits with mins (float32 scales) and without (Q4_0's float16 d (q - 8)),
+    with bias, for any thread count; a non-finite row is NaN. (A four-panel
+    one-row kernel as int8's was tried on AVX2: the int4 tile is compute
+    heavier per byte, and four panels at once read slower, 26 -> 21 GB/s.)"""
+    x, w, b = randn(rng, (1, K)), randn(rng, (N, K)), randn(rng, (N,))
+    p = cattn.pack_weight(w, "int4")
+    q, d, mn = formats.quantize_int4(w)
+    np.testing.assert_array_equal(threads_bitwise(cattn.linear, x, p, b),
+                                  linear_formula(x, q, d, mn, 0, b))
+    q8 = rng.integers(0, 16, (N, K)).astype(np.uint8)
+    d16 = (rng.random((N, -(-K // 32))) * 0.1).astype(np.float16)
+    p8 = PackedWeight.from_arrays(formats.int4_arrays(q8, d16, None, 8))
+    np.testing.assert_array_equal(threads_bitwise(cattn.linear, x, p8),
+                                  linear_formula(x, q8, d16, None, 8))
+    bad = x.copy()
+    bad[0, K // 2] = np.inf
+    assert np.isnan(cattn.linear(bad, p8)).all()
