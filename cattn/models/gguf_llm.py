@@ -203,33 +203,52 @@ class GGUFCheckpoint:
         return self._stack(names, parts, int8g_arrays, four=False)
 
     def _stack(self, names, parts, arrays, four):
-        """Pieces (u, d, mn, sub, z) in one format: a common zero point, or
-        mins -z d (float32; not with sub-scales), then rows stacked."""
+        """Pieces (u, d, mn, sub, z) in one format, rows stacked, values
+        exact: a common zero point; or mins -z d (z a power of 2: exact) and
+        zero point 0; or, beside sub-scaled pieces (Q6_K among Q4_K rows: one
+        zero point zs for those), u + zs, sub-scales 1 and mins -z d for the
+        others (d (u + zs - zs) - z d). None when no such form exists."""
         f16 = all(d.dtype == np.float16 and (mn is None or mn.dtype == np.float16)
                   for _, d, mn, _, _ in parts)
         zs = {z for _, _, mn, _, z in parts if mn is None}
         has_min = any(mn is not None for _, _, mn, _, _ in parts)
         has_sub = any(sub is not None for _, _, _, sub, _ in parts)
-        mins = len(zs) > 1 or (has_min and zs - {0})
+        mins = len(zs) > 1 or bool(has_min and zs - {0})
+        shift = 0                                  # the common zero point beside sub-scales
         if mins and has_sub:
-            return None
-        if mins and f16:          # -z d: exact in float16 for z a power of 2, unless it overflows
+            subz = {z for _, _, mn, sub, z in parts if sub is not None}
+            if len(subz) > 1 or any(mn is not None for _, _, mn, sub, _ in parts if sub is not None):
+                return None
+            shift = subz.pop()
+            if any(sub is None and ((mn is not None and z) or int(u.max(initial=0)) + shift > 255)
+                   for u, _, mn, sub, z in parts):
+                return None
+        if mins and any(z & (z - 1) for _, _, mn, sub, z in parts
+                        if mn is None and not (shift and sub is not None)):
+            return None                            # -z d would round
+        if mins and f16:                           # -z d in float16 unless it overflows
             with np.errstate(over="ignore"):
-                f16 = all((z & (z - 1)) == 0 and np.isfinite(np.float16(-z) * d).all()
+                f16 = all(np.isfinite(np.float16(-z) * d).all()
                           for _, d, mn, _, z in parts if mn is None)
         dtype = np.float16 if f16 else np.float32
         cols = {k: [] for k in "udms"}
         for n, (u, d, mn, sub, z) in zip(names, parts):
             d = d.astype(dtype)
-            if mins or has_min:
+            if shift and sub is not None:          # keeps its zero point: a min of 0
+                mn = np.zeros_like(d)
+            elif shift:                            # d (u + shift - shift) + mn - z d
+                u = u + np.uint8(shift)
                 mn = (dtype(-z) * d).astype(dtype) if mn is None else mn.astype(dtype)
+            elif mins or has_min:
+                mn = (dtype(-z) * d).astype(dtype) if mn is None else mn.astype(dtype)
+            if mn is not None:
                 cols["m"].append(self._unpermute(n, mn))
             if has_sub:
                 sub = np.ones(u.shape[0:1] + (2 * d.shape[1],), np.int8) if sub is None else sub
                 cols["s"].append(self._unpermute(n, sub))
             cols["u"].append(self._unpermute(n, u))
             cols["d"].append(self._unpermute(n, d))
-        z = 0 if (mins or has_min) else zs.pop()
+        z = shift if shift else 0 if (mins or has_min) else zs.pop()
         mn = np.concatenate(cols["m"]) if cols["m"] else None
         if four:
             return PackedWeight.from_arrays(arrays(np.concatenate(cols["u"]),

@@ -90,6 +90,15 @@ def q4k_blocks(shape, rng):
     return raw.reshape(shape[0], -1)
 
 
+def q6k_blocks(shape, rng):
+    """Random Q6_K blocks (210 bytes a 256: ql, qh, int8 sub-scales, a
+    float16 d) with a small finite d: values O(0.1)."""
+    nb = shape[0] * shape[1] // 256
+    raw = rng.integers(0, 256, (nb, 210), dtype=np.uint8)
+    raw[:, 208:] = np.abs(rng.standard_normal((nb, 1)) * 1e-4).astype(np.float16).view(np.uint8)
+    return raw.reshape(shape[0], -1)
+
+
 def write_gguf(model, arch, path, qtype, embed=False, types=None, extra=(), meta=()):
     """-> the state dict (float32 arrays) the file holds, in HF's layout.
     qtype: the 2-D weights' type (the embedding's too when embed); types:
@@ -128,7 +137,8 @@ def write_gguf(model, arch, path, qtype, embed=False, types=None, extra=(), meta
         tname = next((v for k, v in (types or {}).items() if k in hf), qtype)
         if a.ndim == 2 and tname != "F32" and (embed or hf != "model.embed_tokens.weight"):
             qt = gguf.GGMLQuantizationType[tname]
-            q = q4k_blocks(stored.shape, rng) if tname == "Q4_K" else gguf.quants.quantize(stored, qt)
+            blocks = {"Q4_K": q4k_blocks, "Q6_K": q6k_blocks}.get(tname)
+            q = blocks(stored.shape, rng) if blocks else gguf.quants.quantize(stored, qt)
             w.add_tensor(gguf_name(hf), q, raw_shape=q.shape, raw_dtype=qt)
             a = gguf.quants.dequantize(q, qt).astype(np.float32)
             if heads is not None:
@@ -186,6 +196,7 @@ def hf_state(lm):
     ("llama", "Q4_0", None, (64, 128)), ("qwen2", "Q4_1", None, (64, 128)),
     ("llama", "Q4_0", {"v_proj": "Q4_1", "up_proj": "Q4_1"}, (64, 128)),
     ("qwen2", "Q4_K", {"o_proj": "Q4_0"}, (256, 256)),
+    ("qwen3", "Q4_K", {"v_proj": "Q6_K", "down_proj": "Q6_K", "o_proj": "Q4_0"}, (256, 256)),
     ("qwen2", "Q4_0", {"k_proj": "Q8_0", "down_proj": "BF16"}, (64, 128)),
     ("llama", "Q8_0", {"q_proj": "Q4_0", "v_proj": "Q5_1", "gate_proj": "Q5_0"}, (64, 128))])
 def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types, sizes):
@@ -208,14 +219,15 @@ def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types
                                      for k in ("self_attn.qkv_proj", "self_attn.o_proj",
                                                "mlp.gate_up_proj", "mlp.down_proj"))}
     mixed = types or {}
-    want_qkv = "int8g" if mixed.get("k_proj") == "Q8_0" else "int4"
+    want_qkv = "int8g" if {mixed.get("k_proj"), mixed.get("v_proj")} & {"Q8_0", "Q6_K"} else "int4"
     base = "int8g" if qtype == "Q8_0" else "int4"
+    want_down = {"BF16": "bfloat16", "Q6_K": "int8g"}.get(mixed.get("down_proj"), base)
     if qtype == "Q8_0":
         want_qkv = "int8g"
     assert fmts["self_attn.qkv_proj"] == want_qkv
-    assert fmts["mlp.down_proj"] == ("bfloat16" if mixed.get("down_proj") == "BF16" else base)
+    assert fmts["mlp.down_proj"] == want_down
     assert fmts["mlp.gate_up_proj"] == base and fmts["self_attn.o_proj"] == base
-    if arch == "qwen2":                                    # tied
+    if arch in ("qwen2", "qwen3"):                         # tied
         assert lm.output_format == "int4" and lm.lm_head_weight.format == "int4"
         np.testing.assert_array_equal(lm.lm_head_weight.unpack(), held["model.embed_tokens.weight"])
         assert lm.embed.weight is lm.lm_head_weight        # one packed table: lookup and output
