@@ -139,6 +139,17 @@ typedef void (*cattn_ukr_q4_t)(int64_t G, const uint8_t *b, const void *d, const
                                const int32_t *xs, const float *sxs, int64_t lds, float *c,
                                int64_t ldc);
 
+/* int4 with two-level scales (GGUF Q4_K; cattn.h, cattn_q4k_scales), k's
+ * pointers at the panel's arrays: the int4 contract above with h16 = 0,
+ * z = 0 and the float32 values
+ *   d[g*16 + j] = D[(g/8)*16 + j] * sc[g*16 + j],  mn[g*16 + j] = -(Dmin[(g/8)*16 + j] * m[g*16 + j])
+ * (D, Dmin float16 widened exactly; the products exact), so the same bits
+ * as ukr_q4 on the expanded scales. G a multiple of 8. NULL-able: the
+ * driver expands a panel's scales and calls ukr_q4. */
+typedef void (*cattn_ukr_q4k_t)(int64_t G, const uint8_t *b, const cattn_q4k_scales *k, int m,
+                                const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+                                const float *sxs, int64_t lds, float *c, int64_t ldc);
+
 /* int8g micro-kernel (q4gemm.c, the "int8g" format: 8-bit values in groups
  * of 32, e.g. GGUF's Q8_0, Q5_x, Q6_K): an m x 16 tile over G groups,
  * m = 1..CATTN_MR_Q4, the int4 kernel's float steps with
@@ -236,6 +247,7 @@ typedef struct {
     cattn_ukr_i8_row4_t ukr_i8_row4;        /* NULL-able (above) */
     cattn_quant_row_t quant_row_u8;
     cattn_ukr_q4_t ukr_q4;
+    cattn_ukr_q4k_t ukr_q4k;                /* NULL-able (above) */
     cattn_ukr_q8g_t ukr_q8g;
     cattn_ukr_q8g_t ukr_q8g_n;              /* int8g with every u < 64, or NULL: ukr_q8g */
     const char *int4_kernel;                /* which int4 micro-kernel ukr_q4 is */

@@ -142,21 +142,35 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
         const size_t off = (size_t)(p * G * NR) * (a->h16 ? 2 : 4);
         const void *d = a->d ? (const char *)a->d + off : NULL;
         const void *mn = a->mn ? (const char *)a->mn + off : NULL;
-        if (a->k) {      /* d = D sc, mn = -(Dmin m): the float32 values, exactly */
+        cattn_q4k_scales kp = {0};                /* two-level scales: the panel's */
+        if (a->k) {
+            kp.sc = a->k->sc + p * G * NR;
+            kp.m = a->k->m + p * G * NR;
+            kp.D = a->k->D + p * (G / 8) * NR;
+            kp.Dmin = a->k->Dmin + p * (G / 8) * NR;
+        }
+        if (a->k && !cattn_kt.ukr_q4k) {   /* d = D sc, mn = -(Dmin m): the float32 values */
             float *dd = a->kbuf + (size_t)(2 * G * NR) * CATTN_TID(), *mm = dd + G * NR;
-            const uint8_t *sc = a->k->sc + p * G * NR, *mc = a->k->m + p * G * NR;
-            const uint16_t *D = a->k->D + p * (G / 8) * NR, *Dm = a->k->Dmin + p * (G / 8) * NR;
-            for (int64_t g = 0; g < G; g++)
+            for (int64_t g8 = 0; g8 < G / 8; g8++) {
+                float Dv[NR], Dmv[NR];
                 for (int j = 0; j < NR; j++) {
-                    dd[g * NR + j] = h2f(D[(g / 8) * NR + j]) * (float)sc[g * NR + j];
-                    mm[g * NR + j] = -(h2f(Dm[(g / 8) * NR + j]) * (float)mc[g * NR + j]);
+                    Dv[j] = h2f(kp.D[g8 * NR + j]);
+                    Dmv[j] = h2f(kp.Dmin[g8 * NR + j]);
                 }
+                for (int64_t i = g8 * 8 * NR; i < (g8 + 1) * 8 * NR; i++) {
+                    dd[i] = Dv[i % NR] * (float)kp.sc[i];
+                    mm[i] = -(Dmv[i % NR] * (float)kp.m[i]);
+                }
+            }
             d = dd;
             mn = mm;
         }
         for (int64_t r = 0; r < a->M; r += MR) {
             const int m = (int)cattn_min64(MR, a->M - r);
-            if (a->bits == 4)
+            if (a->bits == 4 && a->k && cattn_kt.ukr_q4k)
+                cattn_kt.ukr_q4k(G, b, &kp, m, a->qx + r * Kp, Kp, a->sx + r * G, a->xs + r * G,
+                                 a->sxs + r * G, G, buf, NR);
+            else if (a->bits == 4)
                 cattn_kt.ukr_q4(G, b, d, mn, a->k ? 0 : a->h16, a->z, m, a->qx + r * Kp, Kp, a->sx + r * G,
                                 a->xs + r * G, a->sxs + r * G, G, buf, NR);
             else
@@ -209,8 +223,8 @@ static int linear_groups(float *C, const float *A, const uint8_t *P, const void 
     chunk = chunk < 1 ? 1 : chunk > 8 ? 8 : chunk;
     const int64_t ntask = cattn_cdiv(np, chunk);
     float *kbuf = NULL;
-    if (k) {
-        if (G % 8) { cattn_aligned_free(mem); return CATTN_EKIND; }
+    if (k && G % 8) { cattn_aligned_free(mem); return CATTN_EKIND; }
+    if (k && !cattn_kt.ukr_q4k) {
         kbuf = cattn_aligned_alloc(sizeof(float) * (size_t)(2 * G * NR) * (size_t)nt);
         if (!kbuf) { cattn_aligned_free(mem); return CATTN_ENOMEM; }
     }

@@ -28,7 +28,7 @@ import struct
 
 import numpy as np
 
-from ..ops.formats import int4_arrays, int8g_arrays
+from ..ops.formats import int4_arrays, int4_k_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
 from .gguf_tokenizer import GGUFTokenizer
 
@@ -310,7 +310,8 @@ class GGUFFile:
         """Tensor `name` (2-D: rows = outputs) as the cattn.PackedWeight that
         holds its values exactly, in the narrowest cattn format that does:
         Q4_0, Q4_1, Q4_K -> "int4" (the blocks' scales and 4-bit values as
-        they are; Q4_K with float32 scales d = D sc, mn = -(Dmin m)); Q8_0, Q5_0, Q5_1, Q5_K, Q6_K -> "int8g" (8-bit values with
+        they are; Q4_K's two-level scales too, D, Dmin per 256 and sc, m per
+        32: int4_k_parts); Q8_0, Q5_0, Q5_1, Q5_K, Q6_K -> "int8g" (8-bit values with
         the blocks' scales); BF16 -> "bfloat16"; F32, F16 -> "float32" (a
         quantized tensor whose scales are not finite too). weight(name).unpack() equals
         dequantize(name)."""
@@ -319,9 +320,9 @@ class GGUFFile:
         if len(shape) != 2:
             raise ValueError(f"GGUF file {self.path}: tensor {name!r} has shape {shape}; a "
                              "weight is 2-D (rows = outputs)")
-        # (Q4_K's two-level scales, int4_k_parts / int4_k_arrays, hold it in
-        # 4.6 bits a weight, but their per-call expansion costs a decode more
-        # than the bytes save until it moves into the kernels: float32 scales)
+        parts = self.int4_k_parts(name)               # Q4_K as stored: 4.6 bits a weight
+        if parts is not None:
+            return PackedWeight.from_arrays(int4_k_arrays(*parts))
         parts = self.int4_parts(name)
         if parts is not None:
             return PackedWeight.from_arrays(int4_arrays(*parts))

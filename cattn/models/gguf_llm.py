@@ -17,7 +17,7 @@ Legend: E hidden size, H query heads, Hk key/value heads, D head dim.
 """
 import numpy as np
 
-from ..ops.formats import int4_arrays, int8g_arrays
+from ..ops.formats import int4_arrays, int4_k_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
 
 __all__ = ["gguf_config", "GGUFCheckpoint", "GGUF_ARCHITECTURES"]
@@ -178,7 +178,8 @@ class GGUFCheckpoint:
         """The PackedWeight holding the rows of the tensors `names` (Hugging
         Face names, stacked in order: one linear weight, or a fused one like
         q|k|v) exactly in the narrowest format that holds them all: "int4"
-        when every piece is Q4_0, Q4_1 or Q4_K; "int8g" when every piece is
+        when every piece is Q4_0, Q4_1 or Q4_K (Q4_K's two-level scales
+        when every piece is Q4_K); "int8g" when every piece is
         one of those or Q8_0, Q5_0, Q5_1, Q5_K, Q6_K (pieces with different
         zero points take mins -z d, exact; a Q6_K piece's sub-scales then
         need a common zero point); "bfloat16" when every piece is
@@ -190,6 +191,12 @@ class GGUFCheckpoint:
         if types == {"BF16"}:
             rows = [self._unpermute(n, self.file.dequantize(self._names[n])) for n in names]
             return pack_weight(np.concatenate(rows), "bfloat16")
+        if types == {"Q4_K"}:                          # two-level scales, as stored
+            k = [self.file.int4_k_parts(g) for g in gnames]
+            if all(p is not None for p in k):
+                return PackedWeight.from_arrays(int4_k_arrays(*(
+                    np.concatenate([self._unpermute(n, p[i]) for n, p in zip(names, k)])
+                    for i in range(5))))
         four = [self.file.int4_parts(g) for g in gnames]
         if all(p is not None for p in four):
             parts = [(q, d, mn, None, z) for q, d, mn, z in four]

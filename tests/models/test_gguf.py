@@ -315,8 +315,9 @@ def test_random_byte_changes_never_crash(tmp_path):
 def test_q4k_two_level_parts_hold_the_blocks(tmp_path):
     """int4_k_parts: a Q4_K tensor's scales as stored (D, Dmin, sc, m), as an
     int4 weight with two-level scales (int4_k_arrays): gguf-py's values bit
-    for bit, in fewer bytes than weight()'s float32 scales."""
-    from cattn.ops.formats import int4_k_arrays
+    for bit, in fewer bytes than the float32 scales of int4_parts; weight()
+    gives the two-level form, with the float32-scale weight's linear bits."""
+    from cattn.ops.formats import int4_arrays, int4_k_arrays
     from cattn.ops.packed import PackedWeight
     rng = np.random.default_rng(9)
     raw = random_blocks("Q4_K", (20, 512), rng)
@@ -326,5 +327,9 @@ def test_q4k_two_level_parts_hold_the_blocks(tmp_path):
     two = PackedWeight.from_arrays(int4_k_arrays(*f.int4_k_parts("w")))
     want = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q4_K).astype(np.float32)
     np.testing.assert_array_equal(two.unpack().view(np.uint32), want.view(np.uint32))
-    assert two.nbytes < f.weight("w").nbytes
+    q, d, mn, z = f.int4_parts("w")
+    flat = PackedWeight.from_arrays(int4_arrays(q, d, mn, z))
+    assert two.nbytes < 0.8 * flat.nbytes and f.weight("w").nbytes == two.nbytes
+    x = rng.standard_normal((3, 512)).astype(np.float32)
+    np.testing.assert_array_equal(cattn.linear(x, f.weight("w")), cattn.linear(x, flat))
     assert f.int4_k_parts("w") is not None and GGUFFile.int4_k_parts(f, "w")[0].shape == (20, 512)

@@ -525,7 +525,8 @@ def test_rows_equal_unpack(rng, fmt):
         p.rows([1.0])
 
 
-@pytest.mark.parametrize("M,N,K", [(1, 20, 256), (6, 33, 512), (13, 17, 768)])
+@pytest.mark.parametrize("M,N,K", [(1, 20, 256), (6, 33, 512), (13, 17, 768), (3, 40, 512),
+                                   (1, 300, 1024)])
 def test_two_level_scales_equal_the_float32_ones(rng, M, N, K):
     """int4 with GGUF Q4_K's two-level scales (D, Dmin float16 per 256, sc,
     m 6-bit per 32) holds d = D sc, mn = -(Dmin m): the same values and the

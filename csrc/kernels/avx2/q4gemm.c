@@ -45,6 +45,16 @@ static inline __attribute__((always_inline)) __m256 scales8(const void *a, int64
     return _mm256_mul_ps(_mm256_castsi256_ps(u), _mm256_set1_ps(0x1p112f));
 }
 
+/* int4's two-level scales (GGUF Q4_K; dispatch.h, cattn_ukr_q4k_t): 8
+ * columns' D (float16, widened exactly) times their u8 sub-scales s of
+ * group g: the float32 products are exact (11 x 8 bits), the same values
+ * as the driver's expansion */
+static inline __attribute__((always_inline)) __m256 kmul(__m256 Dv, const uint8_t *s, int64_t i)
+{
+    const __m256i u = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(s + i)));
+    return _mm256_mul_ps(Dv, _mm256_cvtepi32_ps(u));
+}
+
 /* keeps an accumulator in its register: without it gcc re-associates the
  * exact integer adds into a tree of all of a group's products at once and
  * spills them to the stack */
@@ -61,6 +71,13 @@ pf4(const uint8_t *b, const void *d, const void *mn, int64_t g, const int H16)
     _mm_prefetch((const char *)d + sb + spf, _MM_HINT_T0);
     if (mn) _mm_prefetch((const char *)mn + sb + spf, _MM_HINT_T0);
 }
+static inline __attribute__((always_inline)) void
+pf4k(const uint8_t *b, const uint8_t *ksc, const uint8_t *km, int64_t g)
+{
+    for (int t = 0; t < 4; t++) _mm_prefetch((const char *)b + PF + 64 * t, _MM_HINT_T0);
+    _mm_prefetch((const char *)ksc + g * 16 + PF / 16, _MM_HINT_T0);
+    _mm_prefetch((const char *)km + g * 16 + PF / 16, _MM_HINT_T0);
+}
 static inline __attribute__((always_inline)) void pf8(const uint8_t *b)
 {
     for (int t = 0; t < 8; t++) _mm_prefetch((const char *)b + 2 * PF + 64 * t, _MM_HINT_T0);
@@ -69,13 +86,23 @@ static inline __attribute__((always_inline)) void pf8(const uint8_t *b)
 static inline __attribute__((always_inline)) void
 tile(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, int z, const int M,
      const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs, const float *sxs,
-     int64_t lds, float *c, int64_t ldc)
+     int64_t lds, float *c, int64_t ldc, const cattn_q4k_scales *k, const int K2)
 {
     const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
-    __m256 f[4][2];
+    const __m256 neg = _mm256_set1_ps(-0.0f);
+    __m256 f[4][2], kD[2] = {neg, neg}, kDm[2] = {neg, neg};
     for (int i = 0; i < 4; i++) f[i][0] = f[i][1] = _mm256_setzero_ps();
     for (int64_t g = 0; g < G; g++, b += 256) {
-        pf4(b, d, mn, g, H16);
+        if (K2) {
+            pf4k(b, k->sc, k->m, g);
+            if ((g & 7) == 0)
+                for (int h = 0; h < 2; h++) {
+                    kD[h] = scales8(k->D, (g >> 3) * 16 + 8 * h, 1);
+                    kDm[h] = scales8(k->Dmin, (g >> 3) * 16 + 8 * h, 1);
+                }
+        } else {
+            pf4(b, d, mn, g, H16);
+        }
         for (int h = 0; h < 2; h++) {
             __m256i s[4];
             for (int i = 0; i < M; i++) s[i] = _mm256_setzero_si256();
@@ -92,14 +119,15 @@ tile(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, 
                     s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(w1)));
                 }
             }
-            const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
-            const __m256 mv = mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
+            const __m256 dv = K2 ? kmul(kD[h], k->sc, g * 16 + 8 * h) : scales8(d, g * 16 + 8 * h, H16);
+            const __m256 mv = K2 ? _mm256_xor_ps(kmul(kDm[h], k->m, g * 16 + 8 * h), neg)
+                              : mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
             for (int i = 0; i < M; i++) {
                 const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s[i], ones),
                                                       _mm256_set1_epi32(z * xs[i * lds + g]));
                 const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
                 f[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ds, f[i][h]);
-                if (mn) f[i][h] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i][h]);
+                if (K2 || mn) f[i][h] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i][h]);
             }
         }
     }
@@ -118,13 +146,22 @@ tile(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, 
 static inline __attribute__((always_inline)) void
 tile_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, const int H16, int z,
           const int M, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
-          const float *sxs, int64_t lds, float *c, int64_t ldc)
+          const float *sxs, int64_t lds, float *c, int64_t ldc, const cattn_q4k_scales *k,
+          const int K2)
 {
     const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
-    __m256 f[4];
+    const __m256 neg = _mm256_set1_ps(-0.0f);
+    __m256 f[4], kD = neg, kDm = neg;
     for (int i = 0; i < 4; i++) f[i] = _mm256_setzero_ps();
     for (int64_t g = 0; g < G; g++, b += 256) {
-        if (h == 0) pf4(b, d, mn, g, H16);          /* the second pass reads L1 / L2 */
+        if (h == 0) {                               /* the second pass reads L1 / L2 */
+            if (K2) pf4k(b, k->sc, k->m, g);
+            else pf4(b, d, mn, g, H16);
+        }
+        if (K2 && (g & 7) == 0) {
+            kD = scales8(k->D, (g >> 3) * 16 + 8 * h, 1);
+            kDm = scales8(k->Dmin, (g >> 3) * 16 + 8 * h, 1);
+        }
         __m256i s[4];
         for (int i = 0; i < M; i++) s[i] = _mm256_setzero_si256();
         for (int t = 0; t < 4; t++) {
@@ -141,42 +178,55 @@ tile_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, con
                 PIN(s[i]);
             }
         }
-        const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
-        const __m256 mv = mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
+        const __m256 dv = K2 ? kmul(kD, k->sc, g * 16 + 8 * h) : scales8(d, g * 16 + 8 * h, H16);
+        const __m256 mv = K2 ? _mm256_xor_ps(kmul(kDm, k->m, g * 16 + 8 * h), neg)
+                          : mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
         for (int i = 0; i < M; i++) {
             const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s[i], ones),
                                                   _mm256_set1_epi32(z * xs[i * lds + g]));
             const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
             f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ds, f[i]);
-            if (mn) f[i] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i]);
+            if (K2 || mn) f[i] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i]);
         }
     }
     for (int i = 0; i < M; i++) _mm256_storeu_ps(c + i * ldc + 8 * h, f[i]);
 }
 
-#define HALVES(M, H)                                                                         \
+#define HALVES(M, H, K2)                                                                     \
     do {                                                                                     \
-        tile_half(G, b, 0, d, mn, H, z, M, qx, ldq, sx, xs, sxs, lds, c, ldc);               \
-        tile_half(G, b, 1, d, mn, H, z, M, qx, ldq, sx, xs, sxs, lds, c, ldc);               \
+        tile_half(G, b, 0, d, mn, H, z, M, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2);        \
+        tile_half(G, b, 1, d, mn, H, z, M, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2);        \
     } while (0)
 
-#define TILES(H)                                                                        \
-    switch (m) {                                                                        \
-    case 1: tile(G, b, d, mn, H, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc); break;       \
-    case 2: HALVES(2, H); break;                                                        \
-    case 3: HALVES(3, H); break;                                                        \
-    default: HALVES(4, H); break;                                                       \
+#define TILES(H, K2)                                                                     \
+    switch (m) {                                                                         \
+    case 1: tile(G, b, d, mn, H, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2); break; \
+    case 2: HALVES(2, H, K2); break;                                                     \
+    case 3: HALVES(3, H, K2); break;                                                     \
+    default: HALVES(4, H, K2); break;                                                    \
     }
 
 void cattn_ukr_avx2_q4(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
                        int z, int m, const int8_t *qx, int64_t ldq, const float *sx,
                        const int32_t *xs, const float *sxs, int64_t lds, float *c, int64_t ldc)
 {
+    const cattn_q4k_scales *k = NULL;
     if (h16) {
-        TILES(1)
+        TILES(1, 0)
     } else {
-        TILES(0)
+        TILES(0, 0)
     }
+}
+
+/* two-level scales (dispatch.h, cattn_ukr_q4k_t): d and mn computed per
+ * group from k's panel arrays, z = 0 */
+void cattn_ukr_avx2_q4k(int64_t G, const uint8_t *b, const cattn_q4k_scales *k, int m,
+                        const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+                        const float *sxs, int64_t lds, float *c, int64_t ldc)
+{
+    const void *d = NULL, *mn = NULL;
+    const int z = 0;
+    TILES(0, 1)
 }
 
 /* int8g (dispatch.h, cattn_ukr_q8g_t): a u8 value is 16 uh + ul with both

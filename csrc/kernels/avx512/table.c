@@ -142,6 +142,9 @@ void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
     const int group_vnni = vnni && vnni_group_kernels_agree();
 #endif
     kt->ukr_q4 = group_vnni ? cattn_ukr_avx512vnni_q4 : cattn_ukr_avx512_q4;
+    /* two-level int4 scales: this path's ukr_q4 on the driver's expansion
+     * (an AVX-512 form of AVX2's fused kernel is not written or measured) */
+    kt->ukr_q4k = NULL;
     if (group_vnni) {                   /* else AVX2's, 6-bit values included (same bits) */
         kt->ukr_q8g = cattn_ukr_avx512vnni_q8g;
         kt->ukr_q8g_n = NULL;           /* vpdpbusd takes any u8 at full rate */

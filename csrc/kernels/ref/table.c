@@ -10,6 +10,7 @@ void cattn_kernels_ref(cattn_dispatch_t *kt)
     kt->ukr_i8 = cattn_ukr_ref_i8;
     kt->quant_row_u8 = NULL;                       /* the driver's loop */
     kt->ukr_q4 = cattn_ukr_ref_q4;
+    kt->ukr_q4k = NULL;                            /* the driver's expansion */
     kt->ukr_q8g = cattn_ukr_ref_q8g;
     kt->int4_kernel = "portable C";
     kt->dotn_f32 = cattn_dotn_ref_f32;
