@@ -130,7 +130,9 @@ cdef extern from "cattn.h" nogil:
     void cattn_quantize_q8_blocks(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
                                   uint8_t *bad, const float *X, int64_t M, int64_t K)
     size_t cattn_q8g_packed_bytes(int64_t N, int64_t K)
+    size_t cattn_q6g_packed_bytes(int64_t N, int64_t K)
     int CATTN_W_F32, CATTN_W_BF16, CATTN_W_INT8, CATTN_W_PLAIN, CATTN_W_INT4, CATTN_W_INT8G
+    int CATTN_W_INT6G
     ctypedef struct cattn_weight:
         int kind
         const void *P
@@ -151,7 +153,8 @@ cdef extern from "cattn.h" nogil:
 # The weight kinds of cattn_linear_weight (csrc/cattn.h CATTN_W_*), by the
 # format names of cattn/ops/formats.py ("plain": a float32 array, unpacked).
 WEIGHT_KINDS = {"float32": CATTN_W_F32, "bfloat16": CATTN_W_BF16, "int8": CATTN_W_INT8,
-                "int4": CATTN_W_INT4, "int8g": CATTN_W_INT8G, "plain": CATTN_W_PLAIN}
+                "int4": CATTN_W_INT4, "int8g": CATTN_W_INT8G, "int6g": CATTN_W_INT6G,
+                "plain": CATTN_W_PLAIN}
 
 
 cdef const void *_ptr(object a):
@@ -160,8 +163,8 @@ cdef const void *_ptr(object a):
 
 cdef int _weight(cattn_weight *w, tuple entry) except -1:
     """Fill *w from entry = (kind, data, scale, colsum, bias, N, K, rsw, csw[,
-    k[, ubits]]) (None for what the kind lacks; int4, int8g: colsum is the
-    mins, rsw the zero point, csw the int8g sub-scales or None, k int4's
+    k[, ubits]]) (None for what the kind lacks; int4, int8g, int6g: colsum
+    is the mins, rsw the zero point, csw the sub-scales or None, k int4's
     two-level scales (sc, m, D, Dmin) or None, ubits int8g's bound: every u
     < 2^ubits, default 8); w points into entry's arrays."""
     kind, data, sw, colsum, bias, N, K, rsw, csw = entry[:9]
@@ -181,7 +184,7 @@ cdef int _weight(cattn_weight *w, tuple entry) except -1:
     w.h16 = 0
     w.z = 0
     w.sub = NULL
-    if kind == CATTN_W_INT4 or kind == CATTN_W_INT8G:
+    if kind == CATTN_W_INT4 or kind == CATTN_W_INT8G or kind == CATTN_W_INT6G:
         w.mn = _ptr(colsum)
         w.h16 = sw is not None and (<cnp.ndarray>sw).dtype.itemsize == 2
         w.colsum = NULL
@@ -298,6 +301,11 @@ def quantize_q8_blocks(cnp.ndarray x):
 def q8g_packed_bytes(int64_t N, int64_t K):
     """Bytes of an int8g weight's panels (cattn_q8g_packed_bytes)."""
     return cattn_q8g_packed_bytes(N, K)
+
+
+def q6g_packed_bytes(int64_t N, int64_t K):
+    """Bytes of an int6g weight's panels (cattn_q6g_packed_bytes)."""
+    return cattn_q6g_packed_bytes(N, K)
 
 
 def qpacked_size(int64_t N, int64_t K):

@@ -167,6 +167,12 @@ typedef void (*cattn_ukr_q8g_t)(int64_t G, const uint8_t *b, const void *d, cons
                                 int64_t ldq, const float *sx, const int32_t *xs,
                                 const int32_t *xs16, const float *sxs, int64_t lds, float *c,
                                 int64_t ldc);
+/* ukr_q6g (the "int6g" format): the int8g contract for u < 64 held in 6
+ * bits, b G groups of 384 bytes: bytes [0, 256) int4's layout of the low 4
+ * bits (chunk t < 4: byte 64t + 4j + v holds u[j, 32g + 8t + v] & 15 in its
+ * low nibble, u[j, 32g + 8t + 4 + v] & 15 in its high one); bytes 256 + 64s
+ * + 4j + v (s < 2, the sub-block of 16) hold u[j, 32g + 16s + 4f + v] >> 4
+ * in bits 2f, 2f + 1 (f < 4). */
 
 /* int8 row quantization of one contiguous row x[0:K] (NULL: the driver's
  * portable loop), cattn.h's formula (cattn_quantize_rows) bit for bit:
@@ -250,6 +256,7 @@ typedef struct {
     cattn_ukr_q4k_t ukr_q4k;                /* NULL-able (above) */
     cattn_ukr_q8g_t ukr_q8g;
     cattn_ukr_q8g_t ukr_q8g_n;              /* int8g with every u < 64, or NULL: ukr_q8g */
+    cattn_ukr_q8g_t ukr_q6g;                /* int6g */
     const char *int4_kernel;                /* which int4 micro-kernel ukr_q4 is */
     cattn_dotn_f32_t dotn_f32;
     cattn_dotn_f64_t dotn_f64;

@@ -28,7 +28,7 @@ import struct
 
 import numpy as np
 
-from ..ops.formats import int4_arrays, int4_k_arrays, int8g_arrays
+from ..ops.formats import int4_arrays, int4_k_arrays, int6g_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
 from .gguf_tokenizer import GGUFTokenizer
 
@@ -311,8 +311,8 @@ class GGUFFile:
         holds its values exactly, in the narrowest cattn format that does:
         Q4_0, Q4_1, Q4_K -> "int4" (the blocks' scales and 4-bit values as
         they are; Q4_K's two-level scales too, D, Dmin per 256 and sc, m per
-        32: int4_k_parts); Q8_0, Q5_0, Q5_1, Q5_K, Q6_K -> "int8g" (8-bit values with
-        the blocks' scales); BF16 -> "bfloat16"; F32, F16 -> "float32" (a
+        32: int4_k_parts); Q5_0, Q5_1, Q5_K, Q6_K -> "int6g" (their 5- and
+        6-bit values in 6 bits, the blocks' scales); Q8_0 -> "int8g"; BF16 -> "bfloat16"; F32, F16 -> "float32" (a
         quantized tensor whose scales are not finite too). weight(name).unpack() equals
         dequantize(name)."""
         self.raw(name)                                 # KeyError naming an unknown tensor
@@ -327,8 +327,9 @@ class GGUFFile:
         if parts is not None:
             return PackedWeight.from_arrays(int4_arrays(*parts))
         parts = self.int8g_parts(name)
-        if parts is not None:
-            return PackedWeight.from_arrays(int8g_arrays(*parts))
+        if parts is not None:                          # 5- and 6-bit values: in 6 bits
+            six = parts[0].size and int(parts[0].max()) < 64
+            return PackedWeight.from_arrays((int6g_arrays if six else int8g_arrays)(*parts))
         return pack_weight(self.dequantize(name), "bfloat16" if tname == "BF16" else "float32")
 
     def tokenizer(self):

@@ -29,7 +29,7 @@ from .packed_params import PACKED, PackedRows, compute_dtype
 
 __all__ = ["quantize", "pack_weights", "DTYPES"]
 
-DTYPES = ("float32", "bfloat16", "int8", "float64", "int4", "int8g")
+DTYPES = ("float32", "bfloat16", "int8", "float64", "int4", "int8g", "int6g")
 
 
 def _linear_weights(m):
@@ -82,8 +82,8 @@ def quantize(module, dtype):
     """Convert every linear weight of `module` (a layer or a stack: nn.Linear
     weights and MultiheadAttention projections, its own and its
     sub-modules') to the packed format `dtype` and return the module, as
-    torch's quantize_dynamic: "float32", "bfloat16", "int8", "int4" or
-    "int8g" for a float32 module, "float64" for a float64 one (see the
+    torch's quantize_dynamic: "float32", "bfloat16", "int8", "int4",
+    "int8g" or "int6g" for a float32 module, "float64" for a float64 one (see the
     formats above; cattn/ops/formats.py says what each holds). Inputs and
     outputs keep the module's dtype. Weights already packed are converted
     from the values they hold (a bfloat16 or int8 layer does not get its

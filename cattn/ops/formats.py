@@ -44,8 +44,20 @@ Formats (cattn.linear computes in the format's `compute` dtype):
   are exact int32 and the float steps fixed (csrc/cattn.h,
   cattn_linear_int4): the same bits on every path and thread count. A row
   of x holding NaN or +-inf gives NaN in every output of that row.
-- float64 weights are rounded to float32 first, then to bfloat16, int8 or
-  int4 (as torch does): bfloat16 can then differ from rounding once.
+- "int8g": int4's groups, scales and call-time activations with 8-bit
+  values u in [0, 255] and an optional int8 sub-scale s per 16 inputs:
+  w = (d s) (u - z) + mn. pack_weight quantizes symmetrically as GGUF's
+  Q8_0 (d = max |w| / 127 rounded up to float16, u = rint(w / d) + 128):
+  8.5 bits a weight; GGUF Q8_0 blocks are held exactly (int8g_arrays).
+- "int6g": int8g's values and formula with every u < 64, held in 6 bits
+  (the low 4 in int4's nibbles, the top 2 in a plane beside them): 6.5
+  bits a weight with float16 d, 7 with sub-scales (GGUF Q6_K), 7.5 with
+  float16 mins. pack_weight quantizes symmetrically (d = max |w| / 31
+  rounded up to float16, u = rint(w / d) + 32 in [1, 63]); GGUF Q5_0,
+  Q5_1, Q5_K and Q6_K blocks are held exactly (int6g_arrays).
+- float64 weights are rounded to float32 first, then to bfloat16, int8,
+  int4, int8g or int6g (as torch does): bfloat16 can then differ from
+  rounding once.
 
 Adding a format: a WeightFormat subclass here (layout, pack, unpack, the
 extra arrays it saves and checks, its kernel `kind`), registered in
@@ -593,6 +605,17 @@ class _Int8G(_Int4):
         e["ubits"] = _ubits(data)
         return e
 
+    def _values(self, data, N, K):
+        """u (N, K), the stored values."""
+        return int8g_unpanel(data, N, K)
+
+    def _row_values(self, data, shape, ids):
+        """u[ids] (n, K)."""
+        N, K = shape
+        G, P = -(-K // _Q4_G), -(-N // _Q4_NR)
+        u = data.reshape(P, G, 8, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]   # (n, G, 8, 4)
+        return u.reshape(len(ids), G * _Q4_G)[:, :K]
+
     def _extra8(self, d, mn, sub, z, N):
         e = self._extra(d, mn, z, N)
         e["sub"] = None if sub is None else _sub_panels(sub, N)
@@ -601,7 +624,7 @@ class _Int8G(_Int4):
     def unpack(self, data, shape, kc, extra):
         N, K = shape
         G = -(-K // _Q4_G)
-        u = int8g_unpanel(data, N, K).astype(np.float32) - np.float32(extra["zero"])
+        u = self._values(data, N, K).astype(np.float32) - np.float32(extra["zero"])
         d = _group_unpanel(extra["scale"], N, G)[:, np.arange(K) // _Q4_G].astype(np.float32)
         if extra["sub"] is not None:
             d = d * _sub_unpanel(extra["sub"], N, G)[:, np.arange(K) // 16].astype(np.float32)
@@ -613,8 +636,7 @@ class _Int8G(_Int4):
     def rows(self, data, shape, kc, extra, ids):
         N, K = shape
         G, P = -(-K // _Q4_G), -(-N // _Q4_NR)
-        u = data.reshape(P, G, 8, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]   # (n, G, 8, 4)
-        u = u.reshape(len(ids), G * _Q4_G)[:, :K].astype(np.float32) - np.float32(extra["zero"])
+        u = self._row_values(data, shape, ids).astype(np.float32) - np.float32(extra["zero"])
         d, mn = self._row_parts(extra, shape, ids)
         if extra["sub"] is not None:
             s = extra["sub"].reshape(P, G, 2, _Q4_NR)[ids // _Q4_NR, :, :, ids % _Q4_NR]
@@ -692,6 +714,107 @@ def int8g_arrays(u, d, mn=None, sub=None, z=0):
     return out
 
 
+def quantize_int6g(w):
+    """(u uint8 (N, K), d (N, G)) of a finite weight w: per group of 32,
+    symmetric: d = max |w| / 31 rounded up to a float16 (float32 to nearest
+    past float16's range), u = rint(w / d) + 32 in [1, 63] (d = 0: u = 32);
+    values d (u - 32)."""
+    w64 = np.asarray(w, np.float32).astype(np.float64)
+    N, K = w64.shape
+    G = -(-K // _Q4_G)
+    full = np.zeros((N, G * _Q4_G))
+    full[:, :K] = w64
+    blk = full.reshape(N, G, _Q4_G)
+    amax = np.abs(blk).max(axis=2) if K else np.zeros((N, 0))
+    d = _f16_toward(amax / 31.0, down=False)
+    if not np.isfinite(d).all():
+        d = (amax / 31.0).astype(np.float32)
+    d64 = d.astype(np.float64)[:, :, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(d64 > 0, np.rint(blk / np.where(d64 > 0, d64, 1.0)), 0.0)
+    u = (np.clip(q, -31, 31) + 32).astype(np.uint8).reshape(N, G * _Q4_G)[:, :K]
+    return np.ascontiguousarray(u), d
+
+
+def int6g_panels(u):
+    """u (N, K) uint8, every value < 64 -> the int6g panels (csrc/dispatch.h,
+    ukr_q6g): per panel p and group g, 256 bytes of the low 4 bits in int4's
+    layout (int4_panels), then 128 bytes [s][j][v] whose bits 2f, 2f + 1 are
+    u[16p + j, 32g + 16s + 4f + v] >> 4; 0 past N and K."""
+    N, K = u.shape
+    P, G = -(-N // _Q4_NR), -(-K // _Q4_G)
+    full = np.zeros((P * _Q4_NR, G * _Q4_G), np.uint8)
+    full[:N, :K] = u
+    low = int4_panels(full & np.uint8(15)).reshape(P, G, 256)
+    top = (full >> 4).reshape(P, _Q4_NR, G, 2, 4, 4).transpose(0, 2, 3, 1, 5, 4)  # p g s j v f
+    t = top[..., 0] | top[..., 1] << 2 | top[..., 2] << 4 | top[..., 3] << 6
+    return np.concatenate([low, t.reshape(P, G, 128)], axis=2).reshape(-1)
+
+
+def int6g_unpanel(data, N, K):
+    P, G = -(-N // _Q4_NR), -(-K // _Q4_G)
+    b = data.reshape(P, G, 384)
+    low = int4_unpanel(np.ascontiguousarray(b[:, :, :256]).reshape(-1), P * _Q4_NR, G * _Q4_G)
+    t = b[:, :, 256:].reshape(P, G, 2, _Q4_NR, 4)                                  # p g s j v
+    top = np.stack([(t >> (2 * f)) & 3 for f in range(4)], axis=-1)               # p g s j v f
+    top = top.transpose(0, 3, 1, 2, 5, 4).reshape(P * _Q4_NR, G * _Q4_G)
+    return (low | top << 4)[:N, :K]
+
+
+class _Int6G(_Int8G):
+    """int6g: int8g's values, formula and extra arrays, every u < 64 in 6 bits."""
+
+    def layout(self, N, K):
+        return _ext.q6g_packed_bytes(N, K), 0
+
+    def pack(self, w, data, op):
+        with np.errstate(over="ignore"):
+            W = np.asarray(w, np.float32)
+        if not np.all(np.isfinite(W)):
+            raise ValueError(f"{op}: w holds NaN or inf (or values past float32's range); "
+                             "int6g needs a finite weight")
+        u, d = quantize_int6g(W)
+        data[...] = int6g_panels(u)
+        e = self._extra8(d, None, None, 32, W.shape[0])
+        e["ubits"] = 6
+        return e
+
+    def _values(self, data, N, K):
+        return int6g_unpanel(data, N, K)
+
+    def _row_values(self, data, shape, ids):
+        N, K = shape
+        G, P = -(-K // _Q4_G), -(-N // _Q4_NR)
+        b = data.reshape(P, G, 384)
+        lo = b[:, :, :256].reshape(P, G, 4, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]  # n G t v
+        q = np.stack([lo & 15, lo >> 4], axis=-2).reshape(len(ids), G, 2, 16)               # k = 16s + ..
+        t = b[:, :, 256:].reshape(P, G, 2, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]  # n G s v
+        top = np.stack([(t >> (2 * f)) & 3 for f in range(4)], axis=-2)                   # n G s f v
+        return (q | top.reshape(len(ids), G, 2, 16) << 4).reshape(len(ids), G * _Q4_G)[:, :K]
+
+    def loaded_extra(self, d, data, shape, op):
+        e = super().loaded_extra(d, data, shape, op)
+        e["ubits"] = 6
+        return e
+
+
+def int6g_arrays(u, d, mn=None, sub=None, z=0):
+    """The to_arrays() dict of the int6g weight with values (d s) (u - z) +
+    mn, int8g_arrays' arguments with every u < 64 (GGUF's Q5_0, Q5_1, Q5_K,
+    Q6_K blocks, held exactly)."""
+    u = np.asarray(u, np.uint8)
+    if u.size and int(u.max()) > 63:
+        raise ValueError(f"int6g_arrays: every value must be below 64, got {int(u.max())}")
+    out = {"format": np.array("int6g"), "shape": np.array(u.shape, np.int64),
+           "kc": np.array(0, np.int64), "data": int6g_panels(u), "scale": np.asarray(d),
+           "zero": np.array(z, np.int64)}
+    if mn is not None:
+        out["min"] = np.asarray(mn)
+    if sub is not None:
+        out["sub"] = np.asarray(sub, np.int8)
+    return out
+
+
 def _make(cls, name, compute, stored):
     f = cls(name)
     f.compute, f.stored = np.dtype(compute), np.dtype(stored)
@@ -706,4 +829,5 @@ FORMATS = {f: f for f in (
     _make(_Int8, "int8", np.float32, np.int8),
     _make(_Int4, "int4", np.float32, np.uint8),
     _make(_Int8G, "int8g", np.float32, np.uint8),
+    _make(_Int6G, "int6g", np.float32, np.uint8),
 )}

@@ -219,9 +219,10 @@ def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types
                                      for k in ("self_attn.qkv_proj", "self_attn.o_proj",
                                                "mlp.gate_up_proj", "mlp.down_proj"))}
     mixed = types or {}
-    want_qkv = "int8g" if {mixed.get("k_proj"), mixed.get("v_proj")} & {"Q8_0", "Q6_K"} else "int4"
+    want_qkv = ("int8g" if mixed.get("k_proj") == "Q8_0" else
+                "int6g" if mixed.get("v_proj") in ("Q6_K", "Q5_1") else "int4")
     base = "int8g" if qtype == "Q8_0" else "int4"
-    want_down = {"BF16": "bfloat16", "Q6_K": "int8g"}.get(mixed.get("down_proj"), base)
+    want_down = {"BF16": "bfloat16", "Q6_K": "int6g"}.get(mixed.get("down_proj"), base)
     if qtype == "Q8_0":
         want_qkv = "int8g"
     assert fmts["self_attn.qkv_proj"] == want_qkv

@@ -402,6 +402,60 @@ def test_activation_half_sums(rng):
 
 
 @pytest.mark.parametrize("M,N,K", SHAPES)
+def test_int6g_linear_equals_documented_formula(rng, M, N, K):
+    """pack_weight(w, "int6g"): symmetric 6-bit values d (u - 32), u in [1,
+    63], d = max |w| / 31 rounded up to float16; the linear is int8g's
+    formula on them, in three quarters of int8g's bytes."""
+    x, w, b = randn(rng, (M, K)), randn(rng, (N, K)), randn(rng, (N,))
+    p = cattn.pack_weight(w, "int6g")
+    u, d = formats.quantize_int6g(w)
+    assert d.dtype == np.float16 and u.min() >= 1 and u.max() <= 63
+    np.testing.assert_array_equal(p.unpack(), np.repeat(d.astype(F32), 32, axis=1)[:, :K]
+                                  * (u.astype(F32) - F32(32)))
+    np.testing.assert_array_equal(cattn.linear(x, p, b), linear_formula8(x, u, d, None, None, 32, b))
+    step = np.repeat(d.astype(F64), 32, axis=1)[:, :K]
+    assert np.all(np.abs(p.unpack() - w) <= 0.5 * step * 1.0001 + 1e-7)
+    assert p.nbytes < 0.8 * cattn.pack_weight(w, "int8g").nbytes
+
+
+@pytest.mark.parametrize("M", [1, 2, 4, 5])
+def test_float16_scales_of_every_class(rng, M):
+    """float16 scales and mins that are subnormal (down to 2^-24), normal up
+    to 65504, and +-0 are widened exactly on every kernel (AVX2 widens them
+    without F16C; a subnormal once took a slow path there): int4 and int6g
+    against their formulas."""
+    N, K = 37, 96
+    G = K // 32
+    classes = np.array([2.0 ** -24, 3 * 2.0 ** -24, 1023 * 2.0 ** -24, 2.0 ** -14, 0.0, -0.0,
+                        1e-5, 0.5, 65504.0, 6.1e-5], np.float16)
+    d = classes[rng.integers(0, len(classes), (N, G))]
+    mn = -classes[rng.integers(0, len(classes), (N, G))]
+    q = rng.integers(0, 16, (N, K)).astype(np.uint8)
+    x = randn(rng, (M, K)) * 1e-3
+    p4 = PackedWeight.from_arrays(formats.int4_arrays(q, d, mn, 0))
+    np.testing.assert_array_equal(cattn.linear(x, p4), linear_formula(x, q, d, mn, 0))
+    u = rng.integers(0, 64, (N, K)).astype(np.uint8)
+    sub = rng.integers(-128, 128, (N, 2 * G)).astype(np.int8)
+    p6 = PackedWeight.from_arrays(formats.int6g_arrays(u, d, None, sub, 32))
+    np.testing.assert_array_equal(cattn.linear(x, p6), linear_formula8(x, u, d, None, sub, 32))
+
+
+def test_int6g_panel_layout_and_bounds(rng):
+    """int6g_panels: the low 4 bits in int4's nibbles, the top 2 in a plane
+    of [s][j][v] bytes (bit 2f: k = 16s + 4f + v); values of 64 or more are
+    refused by name."""
+    u = rng.integers(0, 64, (16, 32)).astype(np.uint8)
+    data = formats.int6g_panels(u)
+    assert data.shape == (384,)
+    np.testing.assert_array_equal(data[:256], formats.int4_panels(u & 15))
+    for s_, j, v, f in ((0, 0, 0, 0), (1, 15, 3, 3), (0, 7, 2, 1), (1, 3, 1, 2)):
+        assert (data[256 + 64 * s_ + 4 * j + v] >> (2 * f)) & 3 == u[j, 16 * s_ + 4 * f + v] >> 4
+    np.testing.assert_array_equal(formats.int6g_unpanel(data, 16, 32), u)
+    with pytest.raises(ValueError, match="below 64, got 64"):
+        formats.int6g_arrays(np.full((2, 32), 64, np.uint8), np.ones((2, 1), np.float16))
+
+
+@pytest.mark.parametrize("M,N,K", SHAPES)
 def test_int8g_linear_equals_documented_formula(rng, M, N, K):
     x, w, b = randn(rng, (M, K)), randn(rng, (N, K)), randn(rng, (N,))
     p = cattn.pack_weight(w, "int8g")
@@ -414,20 +468,26 @@ def test_int8g_linear_equals_documented_formula(rng, M, N, K):
     assert np.all(np.abs(p.unpack() - w) <= 0.5 * step * 1.0001 + 1e-7)
 
 
+@pytest.mark.parametrize("fmt", ["int8g", "int6g"])
 @pytest.mark.parametrize("case", ["sub", "min", "zero", "zero-min", "sub-f32", "q5", "q5-min"])
 @pytest.mark.parametrize("M,N,K", [(1, 17, 64), (5, 40, 96), (9, 33, 257)])
-def test_int8g_forms(rng, M, N, K, case):
-    """The GGUF forms through int8g_arrays: Q6_K-like sub-scales with z = 32,
-    Q5_1-like mins, Q8_0-like z = 128; unpack and the formula."""
+def test_int8g_forms(rng, M, N, K, case, fmt):
+    """The GGUF forms through int8g_arrays / int6g_arrays (values < 64):
+    Q6_K-like sub-scales with z = 32, Q5_1-like mins, Q8_0-like z = 128;
+    unpack and the formula."""
     G = -(-K // 32)
     top = 64 if case.startswith("sub") else 32 if case.startswith("q5") else 256
+    if fmt == "int6g":
+        top = min(top, 64)
     u = rng.integers(0, top, (N, K)).astype(np.uint8)          # 6- and 5-bit: the narrow kernels
     d = (rng.random((N, G)) * 0.01).astype(F32 if case == "sub-f32" else np.float16)
     mn = (randn(rng, (N, G)) * 0.1).astype(d.dtype) if case.endswith("min") else None
     sub = rng.integers(-128, 128, (N, 2 * G)).astype(np.int8) if case.startswith("sub") else None
     z = {"sub": 32, "sub-f32": 32, "min": 0, "zero": 128, "zero-min": 128, "q5": 16,
          "q5-min": 0}[case]
-    p = PackedWeight.from_arrays(formats.int8g_arrays(u, d, mn, sub, z))
+    arrays = formats.int6g_arrays if fmt == "int6g" else formats.int8g_arrays
+    p = PackedWeight.from_arrays(arrays(u, d, mn, sub, z))
+    assert p.format == fmt
     want = np.repeat(d.astype(F32), 32, axis=1)[:, :K]
     if sub is not None:
         want = want * np.repeat(sub.astype(F32), 16, axis=1)[:, :K]
@@ -442,10 +502,12 @@ def test_int8g_forms(rng, M, N, K, case):
     np.testing.assert_array_equal(threads_bitwise(cattn.linear, x, p), cattn.linear(x, p))
 
 
-@pytest.mark.parametrize("z,top,sub", [(0, 255, False), (128, 255, False), (32, 63, True),
-                                       (16, 31, False), (0, 63, False)])
+@pytest.mark.parametrize("fmt,z,top,sub", [
+    ("int8g", 0, 255, False), ("int8g", 128, 255, False), ("int8g", 32, 63, True),
+    ("int8g", 16, 31, False), ("int8g", 0, 63, False),
+    ("int6g", 32, 63, True), ("int6g", 0, 63, False), ("int6g", 32, 63, False)])
 @pytest.mark.parametrize("M", [1, 2, 3, 4, 6])
-def test_int8g_extreme_products(rng, z, top, sub, M):
+def test_int8g_extreme_products(rng, fmt, z, top, sub, M):
     """Every product at its largest: u in {0, top} against activations of
     +-127 (rows of +-1), the pairs an AVX2 kernel sums in 16 bits (z = 128:
     |q| = 128 by the sign trick; top 63 or 31: the narrow kernel's bytes
@@ -455,27 +517,29 @@ def test_int8g_extreme_products(rng, z, top, sub, M):
     u[0], u[1] = 0, top
     d = np.full((N, K // 32), 0.01, np.float16)
     s = np.full((N, 2 * (K // 32)), -128, np.int8) if sub else None
-    p = PackedWeight.from_arrays(formats.int8g_arrays(u, d, None, s, z))
+    arrays = formats.int6g_arrays if fmt == "int6g" else formats.int8g_arrays
+    p = PackedWeight.from_arrays(arrays(u, d, None, s, z))
     x = np.where(rng.random((M, K)) < 0.5, -1.0, 1.0).astype(F32)
     x[0] = 1.0
     np.testing.assert_array_equal(cattn.linear(x, p), linear_formula8(x, u, d, None, s, z))
 
 
-def test_int8g_nonfinite_empty_and_errors(rng):
+@pytest.mark.parametrize("fmt", ["int8g", "int6g"])
+def test_int8g_nonfinite_empty_and_errors(rng, fmt):
     x, w = randn(rng, (6, 64)), randn(rng, (20, 64))
-    p = cattn.pack_weight(w, "int8g")
+    p = cattn.pack_weight(w, fmt)
     clean = cattn.linear(x, p)
     x[3, 1] = np.inf
     got = cattn.linear(x, p)
     assert np.isnan(got[3]).all()
     np.testing.assert_array_equal(np.delete(got, 3, 0), np.delete(clean, 3, 0))
     for M, N, K in ((0, 5, 40), (3, 0, 40), (3, 5, 0)):
-        q = cattn.pack_weight(randn(rng, (N, K)), "int8g")
+        q = cattn.pack_weight(randn(rng, (N, K)), fmt)
         assert cattn.linear(randn(rng, (M, K)), q).shape == (M, N)
     bad = w.copy()
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN or inf"):
-        cattn.pack_weight(bad, "int8g")
+        cattn.pack_weight(bad, fmt)
     d = p.to_arrays()
     for name, case in (("zero", {**d, "zero": np.array(300)}),
                        ("sub", {**d, "sub": np.zeros((20, 3), np.int8)}),
@@ -495,7 +559,7 @@ def test_vnni_group_kernels_pass_their_load_check():
 
 
 @pytest.mark.parametrize("fmt", ["float32", "bfloat16", "int8", "int4", "int8g", "int4-z8",
-                                 "int8g-sub", "int4-f32"])
+                                 "int8g-sub", "int4-f32", "int6g", "int6g-sub"])
 def test_rows_equal_unpack(rng, fmt):
     """PackedWeight.rows(ids): unpack()[ids] for any id shape, without unpacking the table."""
     N, K = 37, 70
@@ -503,9 +567,10 @@ def test_rows_equal_unpack(rng, fmt):
         q = rng.integers(0, 16, (N, K)).astype(np.uint8)
         p = PackedWeight.from_arrays(formats.int4_arrays(
             q, (rng.random((N, 3)) * 0.1).astype(np.float16), None, 8))
-    elif fmt == "int8g-sub":
+    elif fmt in ("int8g-sub", "int6g-sub"):
         u = rng.integers(0, 64, (N, K)).astype(np.uint8)
-        p = PackedWeight.from_arrays(formats.int8g_arrays(
+        arrays = formats.int6g_arrays if fmt == "int6g-sub" else formats.int8g_arrays
+        p = PackedWeight.from_arrays(arrays(
             u, (rng.random((N, 3)) * 0.1).astype(np.float16), None,
             rng.integers(-128, 128, (N, 6)).astype(np.int8), 32))
     elif fmt == "int4-f32":

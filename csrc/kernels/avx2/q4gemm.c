@@ -23,7 +23,7 @@
  * in s16 (|.| <= 16 * 15 * 127 = 30480: no overflow), vpmaddwd with ones
  * makes the column's int32 group sum, exact. Then the contract's float
  * steps (vcvtdq2ps, vmulps, vfmadd). float16 scales are widened with
- * integer shifts and one exact multiply (no F16C needed). */
+ * integer shifts and adds (no F16C needed; scales8). */
 #include "../../dispatch.h"
 
 #ifdef CATTN_X86
@@ -34,15 +34,27 @@
 #error "kernels/avx2/q4gemm.c: the tile is 4 rows x 16 columns, groups of 32"
 #endif
 
-/* 8 scales at a (float32, or float16 when H16: widened exactly, the bits
- * shifted into float32's fields times 2^112; finite values only) */
+/* 8 scales at a (float32, or float16 when H16: widened exactly without
+ * F16C and without a subnormal operand: a float16's exponent and mantissa
+ * bits shifted into float32's fields and its exponent rebiased by an
+ * integer add (+112); a subnormal float16 (exponent 0) rebiased to 2^-14 +
+ * m 2^-24 and 2^-14 subtracted (exact). Multiplying the subnormal float32
+ * the shifted bits form by 2^112 instead cost a microcode assist per
+ * group: GGUF Q6_K's scales are often float16 subnormals (a 1.4x slower
+ * GEMV on Zen 3). Finite values only. */
 static inline __attribute__((always_inline)) __m256 scales8(const void *a, int64_t i, const int H16)
 {
     if (!H16) return _mm256_loadu_ps((const float *)a + i);
     const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)a + i)));
-    const __m256i u = _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16),
-                                      _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7FFF)), 13));
-    return _mm256_mul_ps(_mm256_castsi256_ps(u), _mm256_set1_ps(0x1p112f));
+    const __m256i em = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7FFF)), 13);
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+    const __m256 normal = _mm256_castsi256_ps(_mm256_add_epi32(em, _mm256_set1_epi32(112 << 23)));
+    const __m256 tiny = _mm256_sub_ps(_mm256_castsi256_ps(_mm256_add_epi32(em, _mm256_set1_epi32(113 << 23))),
+                                      _mm256_set1_ps(0x1p-14f));
+    const __m256i is_tiny = _mm256_cmpeq_epi32(_mm256_and_si256(em, _mm256_set1_epi32(0x7C00 << 13)),
+                                               _mm256_setzero_si256());
+    return _mm256_or_ps(_mm256_blendv_ps(normal, tiny, _mm256_castsi256_ps(is_tiny)),
+                        _mm256_castsi256_ps(sign));
 }
 
 /* int4's two-level scales (GGUF Q4_K; dispatch.h, cattn_ukr_q4k_t): 8
@@ -604,6 +616,102 @@ void cattn_ukr_avx2_q8g(int64_t G, const uint8_t *b, const void *d, const void *
         TILES8(1)
     } else {
         TILES8(0)
+    }
+}
+/* int6g (dispatch.h, ukr_q6g): sub-block s (16 k) of half h is int4's
+ * nibbles of chunks 2s and 2s + 1 with their top 2 bits from one 32-byte
+ * word X (bits 2f: f = 0 chunk 2s's low nibbles, 1 its high ones, 2 and 3
+ * chunk 2s + 1's), put back as bytes u = nibble | top << 4 < 64; then
+ * tile8n's sums: vpmaddubsw on the bytes, two products' pairs in 16 bits
+ * (2 * 2 * 63 * 127 = 32004), vpmaddwd to int32 per 8 k. NH = 2: both
+ * halves in one pass (one row: the decode's stream); NH = 1: half h0. */
+static inline __attribute__((always_inline)) void
+tile6(int64_t G, const uint8_t *b, const int h0, const int NH, const void *d, const void *mn,
+      const int8_t *sub, const int H16, int z, const int M, const int8_t *qx, int64_t ldq,
+      const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs, int64_t lds,
+      float *c, int64_t ldc)
+{
+    const __m256i ones = _mm256_set1_epi16(1), m15 = _mm256_set1_epi8(15),
+                  m48 = _mm256_set1_epi8(0x30);
+    __m256 f[4][2];
+    for (int i = 0; i < 4; i++) f[i][0] = f[i][1] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < G; g++, b += 384) {
+        if (h0 == 0) {
+            for (int t = 0; t < 6; t++) _mm_prefetch((const char *)b + PF + 64 * t, _MM_HINT_T0);
+        }
+        for (int hh = 0; hh < NH; hh++) {
+            const int h = h0 + hh;
+            __m256i tt[4];
+            for (int sb = 0; sb < 2; sb++) {
+                const __m256i X = _mm256_loadu_si256((const __m256i *)(b + 256 + 64 * sb + 32 * h));
+                const __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + 128 * sb + 32 * h));
+                const __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + 128 * sb + 64 + 32 * h));
+                const __m256i u0 = _mm256_or_si256(_mm256_and_si256(v0, m15),
+                                                   _mm256_and_si256(_mm256_slli_epi16(X, 4), m48));
+                const __m256i u1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m15),
+                                                   _mm256_and_si256(_mm256_slli_epi16(X, 2), m48));
+                const __m256i u2 = _mm256_or_si256(_mm256_and_si256(v1, m15), _mm256_and_si256(X, m48));
+                const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m15),
+                                                   _mm256_and_si256(_mm256_srli_epi16(X, 2), m48));
+                for (int i = 0; i < M; i++) {
+                    const int8_t *a = qx + i * ldq + g * 32 + 16 * sb;
+                    int32_t w0, w1, w2, w3;
+                    __builtin_memcpy(&w0, a, 4);
+                    __builtin_memcpy(&w1, a + 4, 4);
+                    __builtin_memcpy(&w2, a + 8, 4);
+                    __builtin_memcpy(&w3, a + 12, 4);
+                    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(u0, _mm256_set1_epi32(w0)),
+                                                       _mm256_maddubs_epi16(u1, _mm256_set1_epi32(w1)));
+                    const __m256i q = _mm256_add_epi16(_mm256_maddubs_epi16(u2, _mm256_set1_epi32(w2)),
+                                                       _mm256_maddubs_epi16(u3, _mm256_set1_epi32(w3)));
+                    __m256i acc = _mm256_add_epi32(_mm256_madd_epi16(p, ones), _mm256_madd_epi16(q, ones));
+                    if (sub) {
+                        const __m256i sv = _mm256_cvtepi8_epi32(
+                            _mm_loadl_epi64((const __m128i *)(sub + g * 32 + 16 * sb + 8 * h)));
+                        acc = _mm256_mullo_epi32(sv, _mm256_sub_epi32(
+                            acc, _mm256_set1_epi32(z * xs16[i * 2 * lds + 2 * g + sb])));
+                    }
+                    tt[i] = sb ? _mm256_add_epi32(tt[i], acc) : acc;
+                    PIN(tt[i]);
+                }
+            }
+            const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
+            const __m256 mv = mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
+            for (int i = 0; i < M; i++) {
+                const __m256i t = sub ? tt[i] : _mm256_sub_epi32(tt[i], _mm256_set1_epi32(z * xs[i * lds + g]));
+                const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
+                f[i][hh] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), ds, f[i][hh]);
+                if (mn) f[i][hh] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i][hh]);
+            }
+        }
+    }
+    for (int i = 0; i < M; i++)
+        for (int hh = 0; hh < NH; hh++) _mm256_storeu_ps(c + i * ldc + 8 * (h0 + hh), f[i][hh]);
+}
+
+#define HALVES6(M, H)                                                                           \
+    do {                                                                                        \
+        tile6(G, b, 0, 1, d, mn, sub, H, z, M, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);        \
+        tile6(G, b, 1, 1, d, mn, sub, H, z, M, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);        \
+    } while (0)
+
+#define TILES6(H)                                                                               \
+    switch (m) {                                                                                \
+    case 1: tile6(G, b, 0, 2, d, mn, sub, H, z, 1, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
+    case 2: HALVES6(2, H); break;                                                               \
+    case 3: HALVES6(3, H); break;                                                               \
+    default: HALVES6(4, H); break;                                                              \
+    }
+
+void cattn_ukr_avx2_q6g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                        const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
+                        const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
+                        int64_t lds, float *c, int64_t ldc)
+{
+    if (h16) {
+        TILES6(1)
+    } else {
+        TILES6(0)
     }
 }
 #endif

@@ -1,6 +1,7 @@
 /* kernels/ref/q4gemm.c — the portable int4 micro-kernel (contract in
  * dispatch.h, cattn_ukr_q4_t): an m x 16 tile over G groups of 32 k in
- * plain C, and the int8g one (groups of 32 8-bit values). The group sums are exact int32 (|sum| <= 32 * 15 * 127), and
+ * plain C, and the int8g / int6g ones (groups of 32 8-bit values, or
+ * 6-bit ones in int4's nibbles and a plane of their top 2 bits). The group sums are exact int32 (|sum| <= 32 * 15 * 127), and
  * the float steps are the contract's (fmaf: one rounding, as the SIMD
  * paths' FMA), so every path gives the same bits. */
 #include <math.h>
@@ -50,22 +51,33 @@ void cattn_ukr_ref_q4(int64_t G, const uint8_t *b, const void *d, const void *mn
         for (int j = 0; j < CATTN_NR_Q4; j++) c[i * ldc + j] = acc[i][j];
 }
 
-void cattn_ukr_ref_q8g(int64_t G, const uint8_t *b, const void *d, const void *mn,
-                       const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
-                       const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
-                       int64_t lds, float *c, int64_t ldc)
+/* u[j, 32g + k] of an int8g group (512 bytes) or an int6g one (384: dispatch.h, ukr_q6g) */
+static inline int32_t value8(const uint8_t *bg, int j, int k)
+{
+    return bg[(k / 4) * 64 + 4 * j + k % 4];
+}
+static inline int32_t value6(const uint8_t *bg, int j, int k)
+{
+    const int t = k / 8, v = k % 4, s = k / 16, f = (k % 16) / 4;
+    const uint8_t lo = bg[t * 64 + 4 * j + v];
+    return (k % 8 < 4 ? lo & 15 : lo >> 4) | ((bg[256 + s * 64 + 4 * j + v] >> (2 * f)) & 3) << 4;
+}
+
+static inline __attribute__((always_inline)) void
+tile8(int64_t G, const uint8_t *b, const int six, const void *d, const void *mn, const int8_t *sub,
+      int h16, int z, int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+      const int32_t *xs16, const float *sxs, int64_t lds, float *c, int64_t ldc)
 {
     float acc[CATTN_MR_Q4][CATTN_NR_Q4] = {{0}};
     for (int64_t g = 0; g < G; g++) {
-        const uint8_t *bg = b + g * 512;
+        const uint8_t *bg = b + g * (six ? 384 : 512);
         for (int i = 0; i < m; i++) {
             const int8_t *a = qx + i * ldq + g * 32;
             const float s = sx[i * lds + g];
             for (int j = 0; j < CATTN_NR_Q4; j++) {
                 int32_t part[2] = {0, 0};
-                for (int t = 0; t < 8; t++)
-                    for (int v = 0; v < 4; v++)
-                        part[t / 4] += (int32_t)bg[t * 64 + 4 * j + v] * a[4 * t + v];
+                for (int k = 0; k < 32; k++)
+                    part[k / 16] += (six ? value6(bg, j, k) : value8(bg, j, k)) * a[k];
                 int32_t tt;
                 if (sub)
                     tt = sub[(g * 2) * 16 + j] * (part[0] - z * xs16[i * 2 * lds + 2 * g]) +
@@ -80,4 +92,20 @@ void cattn_ukr_ref_q8g(int64_t G, const uint8_t *b, const void *d, const void *m
     }
     for (int i = 0; i < m; i++)
         for (int j = 0; j < CATTN_NR_Q4; j++) c[i * ldc + j] = acc[i][j];
+}
+
+void cattn_ukr_ref_q8g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                       const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
+                       const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
+                       int64_t lds, float *c, int64_t ldc)
+{
+    tile8(G, b, 0, d, mn, sub, h16, z, m, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);
+}
+
+void cattn_ukr_ref_q6g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                       const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
+                       const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
+                       int64_t lds, float *c, int64_t ldc)
+{
+    tile8(G, b, 1, d, mn, sub, h16, z, m, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);
 }

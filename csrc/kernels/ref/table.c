@@ -12,6 +12,7 @@ void cattn_kernels_ref(cattn_dispatch_t *kt)
     kt->ukr_q4 = cattn_ukr_ref_q4;
     kt->ukr_q4k = NULL;                            /* the driver's expansion */
     kt->ukr_q8g = cattn_ukr_ref_q8g;
+    kt->ukr_q6g = cattn_ukr_ref_q6g;
     kt->int4_kernel = "portable C";
     kt->dotn_f32 = cattn_dotn_ref_f32;
     kt->dotn_f64 = cattn_dotn_ref_f64;
