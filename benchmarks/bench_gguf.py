@@ -11,15 +11,19 @@ q/k norms, intermediate 3072, tied; the tokenizer metadata of the vocabulary fil
 needs to load a model) as an F32 GGUF file with the `gguf` package, then
 quantizes it with llama.cpp's own quantizer (llama_cpp.llama_model_quantize)
 to each format; cattn loads each file with CausalLM.from_pretrained (the
-file's formats: 4-bit tensors in int4, the others in float32 today) and
+file's values in their narrowest exact formats: Q4_x in int4, Q5_x and
+Q6_K in int6g, Q8_0 in int8g, BF16 in bfloat16, F32 in float32) and
 llama.cpp with llama_cpp.Llama (float32 KV cache, same threads). Per round,
 alternating the two sides: a 128-token prompt (prefill tokens/s) and 128
 greedy tokens (decode tokens/s, contexts 129-256), and a C read loop over
 256 MiB (cattn._ext.read_probe): decode's weight-bandwidth limit is the
 file's tensor bytes per token over that bandwidth. Medians of the rounds.
 Accuracy, once per file: cattn's prompt logits against llama.cpp's
-(cosine over all positions and the worst position; max |diff| / max |ref|)
-and the greedy tokens of both.
+(cosine over all positions and the worst position; max |diff| / max |ref|),
+the greedy tokens of both, and cattn teacher-forced on llama.cpp's greedy
+tokens: where its argmax differs, llama.cpp's margin between the two
+tokens against the largest logit difference there (a near-tie when the
+margin is the smaller).
 
 Needs: llama-cpp-python (`CMAKE_ARGS="-DGGML_NATIVE=ON" pip install
 llama-cpp-python==0.3.36`, ~8 min to build on 2 cores) and gguf. The
@@ -160,15 +164,36 @@ def llama_run(llm, ids):
     def last():
         return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(V,))
 
-    def run(n):
+    def run(n, scores=None):
         llm.reset()
         llm.eval(ids.tolist())
         out = [int(np.argmax(last()))]
+        if scores is not None:
+            scores.append(last().astype(np.float64))
         for _ in range(n - 1):
             llm.eval([out[-1]])
             out.append(int(np.argmax(last())))
+            if scores is not None:
+                scores.append(last().astype(np.float64))
         return out
     return run
+
+
+def greedy_ties(lm, ids, llama_tokens, llama_scores):
+    """cattn teacher-forced on llama.cpp's greedy tokens: at each of their
+    positions, does cattn's argmax pick llama.cpp's token? For each that
+    does not: (position, llama.cpp's margin between its token and cattn's
+    pick, the largest |cattn - llama.cpp| logit difference there). A
+    disagreement is a near-tie when the margin is below that difference:
+    the two implementations' rounding alone can swap the two tokens."""
+    seq = np.concatenate([ids, np.asarray(llama_tokens[:-1], np.int64)])
+    got = np.asarray(lm(seq[None]))[0, len(ids) - 1:].astype(np.float64)    # (n, V)
+    out = []
+    for i, (tok, ref) in enumerate(zip(llama_tokens, llama_scores)):
+        pick = int(np.argmax(got[i]))
+        if pick != tok:
+            out.append((i, float(ref[tok] - ref[pick]), float(np.abs(got[i] - ref).max())))
+    return out
 
 
 def cattn_run(lm, ids):
@@ -235,7 +260,14 @@ def main(argv=None):
               f"max |diff| / max |ref| {acc[2]:.2e}", flush=True)
         llm = llama_side(path, args.threads)
         sides = {"cattn": cattn_run(lm, ids), "llama.cpp": llama_run(llm, ids)}
-        toks = {k: run(16) for k, run in sides.items()}
+        lscores = []
+        toks = {"cattn": sides["cattn"](16), "llama.cpp": sides["llama.cpp"](16, lscores)}
+        ties = greedy_ties(lm, ids, toks["llama.cpp"], lscores)
+        near = sum(m <= e for _, m, e in ties)
+        print(f"{fmt}: teacher-forced greedy: {16 - len(ties)} of 16 equal; the others "
+              + (", ".join(f"position {i}: llama.cpp margin {m:.4f}, |diff| max {e:.4f}"
+                           f" ({'near-tie' if m <= e else 'NOT a near-tie'})" for i, m, e in ties)
+                 or "none"), flush=True)
         rows = {k: {"prefill": [], "decode": []} for k in sides}
         bws = []
         for r in range(args.rounds):
@@ -257,6 +289,8 @@ def main(argv=None):
         results[fmt] = dict(file_bytes=nbytes, by_type=by_type, medians=med, ratio=ratio,
                             read_bw=bw, limit_tok_s=limit, cos_all=acc[0], cos_min=acc[1],
                             rel_max=acc[2], greedy_equal_of_16=same,
+                            forced_equal_of_16=16 - len(ties), forced_near_ties=near,
+                            forced_disagreements=ties,
                             cattn_formats=sorted({str(getattr(p, "format", "float32")) for p in (
                                 lm.layers[0].self_attn.qkv_proj.weight, lm.layers[0].mlp.down_proj.weight,
                                 lm.lm_head_weight)}))
@@ -266,14 +300,17 @@ def main(argv=None):
           f"{args.shape} shape (random), prompt {PROMPT_LEN}, {NEW_TOKENS} greedy tokens, "
           f"medians of {args.rounds} alternating rounds")
     print("| file | MiB | cattn prefill / decode | llama.cpp prefill / decode | prefill ratio "
-          "| decode ratio | cattn decode / bw limit | cos all / worst | greedy =, of 16 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| decode ratio | cattn decode / bw limit | cos all / worst | greedy =, of 16 "
+          "| forced =, of 16 (near-ties) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for fmt, r in results.items():
         c, lc = r["medians"]["cattn"], r["medians"]["llama.cpp"]
         print(f"| {fmt} | {r['file_bytes'] / 2**20:.0f} | {c['prefill']:.1f} / {c['decode']:.2f} | "
               f"{lc['prefill']:.1f} / {lc['decode']:.2f} | {r['ratio']['prefill']:.2f}x | "
               f"{r['ratio']['decode']:.2f}x | {c['decode'] / r['limit_tok_s']:.0%} | "
-              f"{r['cos_all']:.5f} / {r['cos_min']:.5f} | {r['greedy_equal_of_16']} |")
+              f"{r['cos_all']:.5f} / {r['cos_min']:.5f} | {r['greedy_equal_of_16']} | "
+              f"{r['forced_equal_of_16']} ({r['forced_near_ties']} of "
+              f"{16 - r['forced_equal_of_16']}) |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(cpu=info["cpu_model"], threads=args.threads, results=results), f,

@@ -28,7 +28,9 @@ import struct
 
 import numpy as np
 
-from ..ops.formats import int4_arrays, int4_k_arrays, int6g_arrays, int8g_arrays
+from .. import _ext
+from ..ops import weight_memory
+from ..ops.formats import FORMATS, int4_arrays, int4_k_arrays, int6g_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
 from .gguf_tokenizer import GGUFTokenizer
 
@@ -206,6 +208,23 @@ class GGUFFile:
             out = _DEQUANT[tname](raw.reshape(-1, bsize)) if block > 1 else _plain(tname, raw)
         return out.reshape(shape)
 
+    def _rows(self, name, r0, r1):
+        """(type name, K, the stored blocks of rows [r0, r1) as (n, block
+        bytes) uint8) of a 2-D tensor: a row's blocks are contiguous."""
+        raw = self.raw(name)
+        tname, (N, K) = self.tensors[name]
+        block, bsize = next((b, s) for n, b, s in GGUF_TYPES.values() if n == tname)
+        per_row = K // block * bsize
+        return tname, K, raw[r0 * per_row:r1 * per_row].reshape(-1, bsize)
+
+    def _parts(self, name, kind, r0=0, r1=None):
+        self.raw(name)
+        tname, shape = self.tensors[name]
+        if len(shape) != 2 or shape[1] == 0:
+            return None
+        tname, K, b = self._rows(name, r0, shape[0] if r1 is None else r1)
+        return kind(tname, b, len(b) * GGUF_TYPES_BY_NAME[tname][0] // K, K)
+
     def int4_parts(self, name):
         """(q uint8 (N, K) in [0, 15], d float32 (N, K/32), mn float32 (N,
         K/32) or None, z) with values d q + mn (mn None: d (q - z)) equal
@@ -213,46 +232,13 @@ class GGUFFile:
         (Q4_0, Q4_1: the blocks' float16 scales; Q4_K: float32 d = D sc and
         mn = -(Dmin m) per 32, products exact in float32); None for another
         type or a scale that is not finite."""
-        self.raw(name)
-        tname, shape = self.tensors[name]
-        if tname not in ("Q4_0", "Q4_1", "Q4_K") or len(shape) != 2:
-            return None
-        N, K = shape
-        bsize = {"Q4_0": 18, "Q4_1": 20, "Q4_K": 144}[tname]
-        b = self.raw(name).reshape(-1, bsize)
-        with np.errstate(all="ignore"):
-            if tname == "Q4_K":
-                D, Dmin = _f16(b, 0), _f16(b, 2)
-                sc, m = _scale_min_k4(b[:, 4:16])
-                q = _k4_values(b[:, 16:]).reshape(N, K)
-                d, mn = (D * sc).reshape(N, K // 32), (-(Dmin * m)).reshape(N, K // 32)
-            else:
-                off = 2 if tname == "Q4_0" else 4
-                q = _nibbles(b[:, off:]).reshape(N, K)
-                h = np.ascontiguousarray(b[:, :off]).view("<f2").astype(np.float16)
-                d = h[:, 0].reshape(N, K // 32)
-                mn = None if tname == "Q4_0" else h[:, 1].reshape(N, K // 32)
-        if not (np.isfinite(d).all() and (mn is None or np.isfinite(mn).all())):
-            return None
-        return q, d, mn, 8 if tname == "Q4_0" else 0
+        return self._parts(name, _int4_parts)
 
     def int4_k_parts(self, name):
         """(q uint8 (N, K), D, Dmin float16 (N, K/256), sc, m uint8 (N, K/32))
         of a 2-D Q4_K tensor as stored (values (D sc) q - (Dmin m)), or None
         for another type or a scale that is not finite."""
-        self.raw(name)
-        tname, shape = self.tensors[name]
-        if tname != "Q4_K" or len(shape) != 2:
-            return None
-        N, K = shape
-        b = self.raw(name).reshape(-1, 144)
-        h = np.ascontiguousarray(b[:, :4]).view("<f2").astype(np.float16)
-        if not np.isfinite(h).all():
-            return None
-        sc, m = _scale_min_k4(b[:, 4:16])
-        q = _k4_values(b[:, 16:]).reshape(N, K)
-        return (q, h[:, 0].reshape(N, K // 256), h[:, 1].reshape(N, K // 256),
-                sc.astype(np.uint8).reshape(N, K // 32), m.astype(np.uint8).reshape(N, K // 32))
+        return self._parts(name, _int4_k_parts)
 
     def int8g_parts(self, name):
         """(u uint8 (N, K), d (N, K/32), mn or None, sub or None, z) with
@@ -261,50 +247,7 @@ class GGUFFile:
         D sc, mn = -(Dmin m)) or Q6_K (d = D per 32, sub = its int8 scales
         per 16, z = 32) tensor; None for another type or a scale that is not
         finite."""
-        self.raw(name)
-        tname, shape = self.tensors[name]
-        sizes = {"Q8_0": 34, "Q5_0": 22, "Q5_1": 24, "Q5_K": 176, "Q6_K": 210}
-        if tname not in sizes or len(shape) != 2:
-            return None
-        N, K = shape
-        G = K // 32
-        b = self.raw(name).reshape(-1, sizes[tname])
-        mn = sub = None
-        with np.errstate(all="ignore"):
-            if tname == "Q8_0":
-                d = np.ascontiguousarray(b[:, :2]).view("<f2").astype(np.float16).reshape(N, G)
-                u, z = b[:, 2:] ^ np.uint8(0x80), 128            # int8 q + 128, bytewise
-            elif tname in ("Q5_0", "Q5_1"):
-                off = 2 if tname == "Q5_0" else 4
-                h = np.ascontiguousarray(b[:, :off]).view("<f2").astype(np.float16)
-                d = h[:, 0].reshape(N, G)
-                u = _nibbles(b[:, off + 4:]) | _high_bits(b[:, off:off + 4])
-                z = 16 if tname == "Q5_0" else 0
-                mn = None if tname == "Q5_0" else h[:, 1].reshape(N, G)
-            elif tname == "Q5_K":
-                D, Dmin = _f16(b, 0), _f16(b, 2)
-                sc, m = _scale_min_k4(b[:, 4:16])
-                qh = b[:, 16:48]
-                bits = (qh[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1
-                u, z = _k4_values(b[:, 48:]) | (bits << 4), 0
-                d, mn = (D * sc).reshape(N, G), (-(Dmin * m)).reshape(N, G)
-            else:                                          # Q6_K
-                ql, qh = b[:, :128], b[:, 128:192]
-                q = np.empty((len(b), 2, 4, 32), np.uint8)
-                for hh in range(2):
-                    lo, hi = ql[:, 64 * hh:64 * hh + 64], qh[:, 32 * hh:32 * hh + 32]
-                    q[:, hh] = np.stack([(lo[:, :32] & 0x0F) | ((hi >> 0) & 3) << 4,
-                                         (lo[:, 32:] & 0x0F) | ((hi >> 2) & 3) << 4,
-                                         (lo[:, :32] >> 4) | ((hi >> 4) & 3) << 4,
-                                         (lo[:, 32:] >> 4) | ((hi >> 6) & 3) << 4], axis=1)
-                u, z = q, 32
-                sub = b[:, 192:208].view(np.int8).reshape(N, 2 * G)
-                dd = np.ascontiguousarray(b[:, 208:210]).view("<f2").astype(np.float16)
-                d = np.repeat(dd, 8, axis=1).reshape(N, G)
-        u = np.ascontiguousarray(u.reshape(N, K))
-        if not (np.isfinite(d).all() and (mn is None or np.isfinite(mn).all())):
-            return None
-        return u, d, mn, sub, z
+        return self._parts(name, _int8g_parts)
 
     def weight(self, name):
         """Tensor `name` (2-D: rows = outputs) as the cattn.PackedWeight that
@@ -312,25 +255,105 @@ class GGUFFile:
         Q4_0, Q4_1, Q4_K -> "int4" (the blocks' scales and 4-bit values as
         they are; Q4_K's two-level scales too, D, Dmin per 256 and sc, m per
         32: int4_k_parts); Q5_0, Q5_1, Q5_K, Q6_K -> "int6g" (their 5- and
-        6-bit values in 6 bits, the blocks' scales); Q8_0 -> "int8g"; BF16 -> "bfloat16"; F32, F16 -> "float32" (a
-        quantized tensor whose scales are not finite too). weight(name).unpack() equals
-        dequantize(name)."""
+        6-bit values in 6 bits, the blocks' scales); Q8_0 -> "int8g"; BF16
+        -> "bfloat16"; F32, F16 -> "float32" (a quantized tensor whose
+        scales are not finite too). weight(name).unpack() equals
+        dequantize(name). Built a block of rows at a time into the packed
+        arrays (no full-size temporary), and the tensor's pages of the map
+        are let go after (release)."""
         self.raw(name)                                 # KeyError naming an unknown tensor
         tname, shape = self.tensors[name]
         if len(shape) != 2:
             raise ValueError(f"GGUF file {self.path}: tensor {name!r} has shape {shape}; a "
                              "weight is 2-D (rows = outputs)")
-        parts = self.int4_k_parts(name)               # Q4_K as stored: 4.6 bits a weight
-        if parts is not None:
-            return PackedWeight.from_arrays(int4_k_arrays(*parts))
-        parts = self.int4_parts(name)
-        if parts is not None:
-            return PackedWeight.from_arrays(int4_arrays(*parts))
-        parts = self.int8g_parts(name)
-        if parts is not None:                          # 5- and 6-bit values: in 6 bits
-            six = parts[0].size and int(parts[0].max()) < 64
-            return PackedWeight.from_arrays((int6g_arrays if six else int8g_arrays)(*parts))
-        return pack_weight(self.dequantize(name), "bfloat16" if tname == "BF16" else "float32")
+        try:
+            for kind, arrays in _EXACT.get(tname, ()):
+                w = self._chunked(name, kind, arrays)
+                if w is not None:
+                    return w
+            return self._chunked_plain(name, "bfloat16" if tname == "BF16" else "float32")
+        finally:
+            self.release(name)
+
+    def _chunked(self, name, kind, arrays):
+        """The exact group-format weight of `name` built CHUNK_ROWS rows at a
+        time (a multiple of the 16-row panels: each block's panels and
+        scale rows are a contiguous part of the whole's), or None when a
+        block's parts are None (a scale that is not finite)."""
+        N, K = self.tensors[name][1]
+        full = None
+        for r0 in range(0, max(N, 1), CHUNK_ROWS):
+            r1 = min(N, r0 + CHUNK_ROWS)
+            parts = self._parts(name, kind, r0, r1)
+            if parts is None:
+                return None
+            d = arrays(*parts)
+            if full is None:
+                full = {k: (np.asarray(v) if v.ndim == 0 else
+                            np.empty((N,) + v.shape[1:], v.dtype)) for k, v in d.items()
+                        if k != "data"}
+                full["shape"] = np.array((N, K), np.int64)
+                fmt = str(d["format"])
+                size = _ext_layout(fmt, N, K)
+                full["data"] = weight_memory.empty(size, np.uint8, "GGUFFile.weight", name)
+                per_row = size // max(1, -(-N // 16) * 16)
+            full["data"][r0 * per_row:r0 * per_row + d["data"].size] = d["data"]
+            for k, v in d.items():
+                if k not in ("data", "shape") and v.ndim:
+                    full[k][r0:r1] = v
+            self.release(name, r0, r1)
+        return PackedWeight.from_arrays(full, copy=False)
+
+    def _chunked_plain(self, name, fmt):
+        """An F32 / F16 / BF16 tensor (or a quantized one whose scales are
+        not finite) packed in float32 or bfloat16 panels, CHUNK_ROWS rows at
+        a time: each block packed alone and its panels put in place per KC
+        block (the panels of different rows never mix)."""
+        N, K = self.tensors[name][1]
+        if N == 0 or K == 0:
+            return pack_weight(self.dequantize(name), fmt)
+        size, kc = FORMATS[fmt].layout(N, K)
+        stored = FORMATS[fmt].stored
+        data = weight_memory.empty(size, stored, "GGUFFile.weight", name)
+        np_all = size // K                                 # N rounded up to the panels
+        step = _plain_chunk_rows()
+        for r0 in range(0, N, step):
+            r1 = min(N, r0 + step)
+            tname, _, b = self._rows(name, r0, r1)
+            with np.errstate(all="ignore"):
+                vals = (_DEQUANT[tname](b) if GGUF_TYPES_BY_NAME[tname][0] > 1
+                        else _plain(tname, b.reshape(-1))).reshape(r1 - r0, K)
+            # packed into a plain array: a packed weight's own memory is carved
+            # from shared huge-page blocks that a freed part would hold on to
+            part = np.empty(FORMATS[fmt].layout(r1 - r0, K)[0], stored)
+            assert FORMATS[fmt].layout(r1 - r0, K)[1] == kc
+            FORMATS[fmt].pack(vals, part, "GGUFFile.weight")
+            npc = part.size // K                           # its rows rounded up to the panels
+            for pc in range(0, K, kc):
+                k = min(kc, K - pc)
+                data[pc * np_all + r0 * k:pc * np_all + r0 * k + npc * k] = \
+                    part[pc * npc:pc * npc + npc * k]
+            self.release(name, r0, r1)
+        return PackedWeight.from_arrays({"format": np.array(fmt), "shape": np.array((N, K)),
+                                         "kc": np.array(kc), "data": data}, copy=False)
+
+    def release(self, name, r0=0, r1=None):
+        """Let the pages of the map that hold tensor `name` (its rows [r0,
+        r1) of a 2-D one) go; the values stay readable: they are read again
+        from the file when touched. A loader's resident memory then holds
+        what it built, not the file."""
+        start, nbytes = self._where[name]
+        shape = self.tensors[name][1]
+        if r1 is not None and len(shape) == 2 and shape[0]:
+            per_row = nbytes // shape[0]
+            start, nbytes = start + r0 * per_row, (r1 - r0) * per_row
+        page = mmap.PAGESIZE
+        a, b = -(-start // page) * page, (start + nbytes) // page * page
+        if b > a and hasattr(mmap, "MADV_DONTNEED"):
+            try:
+                self._map.madvise(mmap.MADV_DONTNEED, a, b - a)
+            except (OSError, ValueError):
+                pass
 
     def tokenizer(self):
         """The file's tokenizer (tokenizer.ggml.* metadata; a vocabulary-only
@@ -354,6 +377,104 @@ class GGUFFile:
 # ----------------------------------------------------------------------------
 # dequantization: blocks (nb, bytes per block) -> (nb, values per block) float32,
 # in ggml's arithmetic (float32: d * q, d * q + m, d * sc * q - dmin * m)
+
+GGUF_TYPES_BY_NAME = {n: (b, s) for n, b, s in GGUF_TYPES.values()}
+CHUNK_ROWS = 4096        # rows a weight is built at a time (a multiple of the 16-row panels)
+
+
+def _plain_chunk_rows():
+    """CHUNK_ROWS rounded to a multiple of the float32 panels' rows too."""
+    nr = int(np.lcm(16, _ext.gemm_blocks()["f32"]["NR"]))
+    return -(-CHUNK_ROWS // nr) * nr
+
+
+def _ext_layout(fmt, N, K):
+    return FORMATS[fmt].layout(N, K)[0]
+
+
+def _int4_parts(tname, b, N, K):
+    """int4_parts of n rows' blocks b (see GGUFFile.int4_parts)."""
+    if tname not in ("Q4_0", "Q4_1", "Q4_K"):
+        return None
+    with np.errstate(all="ignore"):
+        if tname == "Q4_K":
+            D, Dmin = _f16(b, 0), _f16(b, 2)
+            sc, m = _scale_min_k4(b[:, 4:16])
+            q = _k4_values(b[:, 16:]).reshape(N, K)
+            d, mn = (D * sc).reshape(N, K // 32), (-(Dmin * m)).reshape(N, K // 32)
+        else:
+            off = 2 if tname == "Q4_0" else 4
+            q = _nibbles(b[:, off:]).reshape(N, K)
+            h = np.ascontiguousarray(b[:, :off]).view("<f2").astype(np.float16)
+            d = h[:, 0].reshape(N, K // 32)
+            mn = None if tname == "Q4_0" else h[:, 1].reshape(N, K // 32)
+    if not (np.isfinite(d).all() and (mn is None or np.isfinite(mn).all())):
+        return None
+    return q, d, mn, 8 if tname == "Q4_0" else 0
+
+
+def _int4_k_parts(tname, b, N, K):
+    """int4_k_parts of n rows' blocks b (see GGUFFile.int4_k_parts)."""
+    if tname != "Q4_K":
+        return None
+    h = np.ascontiguousarray(b[:, :4]).view("<f2").astype(np.float16)
+    if not np.isfinite(h).all():
+        return None
+    sc, m = _scale_min_k4(b[:, 4:16])
+    q = _k4_values(b[:, 16:]).reshape(N, K)
+    return (q, h[:, 0].reshape(N, K // 256), h[:, 1].reshape(N, K // 256),
+            sc.astype(np.uint8).reshape(N, K // 32), m.astype(np.uint8).reshape(N, K // 32))
+
+
+def _int8g_parts(tname, b, N, K):
+    """int8g_parts of n rows' blocks b (see GGUFFile.int8g_parts)."""
+    if tname not in ("Q8_0", "Q5_0", "Q5_1", "Q5_K", "Q6_K"):
+        return None
+    G = K // 32
+    mn = sub = None
+    with np.errstate(all="ignore"):
+        if tname == "Q8_0":
+            d = np.ascontiguousarray(b[:, :2]).view("<f2").astype(np.float16).reshape(N, G)
+            u, z = b[:, 2:] ^ np.uint8(0x80), 128            # int8 q + 128, bytewise
+        elif tname in ("Q5_0", "Q5_1"):
+            off = 2 if tname == "Q5_0" else 4
+            h = np.ascontiguousarray(b[:, :off]).view("<f2").astype(np.float16)
+            d = h[:, 0].reshape(N, G)
+            u = _nibbles(b[:, off + 4:]) | _high_bits(b[:, off:off + 4])
+            z = 16 if tname == "Q5_0" else 0
+            mn = None if tname == "Q5_0" else h[:, 1].reshape(N, G)
+        elif tname == "Q5_K":
+            D, Dmin = _f16(b, 0), _f16(b, 2)
+            sc, m = _scale_min_k4(b[:, 4:16])
+            qh = b[:, 16:48]
+            bits = (qh[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1
+            u, z = _k4_values(b[:, 48:]) | (bits << 4), 0
+            d, mn = (D * sc).reshape(N, G), (-(Dmin * m)).reshape(N, G)
+        else:                                          # Q6_K
+            ql, qh = b[:, :128], b[:, 128:192]
+            q = np.empty((len(b), 2, 4, 32), np.uint8)
+            for hh in range(2):
+                lo, hi = ql[:, 64 * hh:64 * hh + 64], qh[:, 32 * hh:32 * hh + 32]
+                q[:, hh] = np.stack([(lo[:, :32] & 0x0F) | ((hi >> 0) & 3) << 4,
+                                     (lo[:, 32:] & 0x0F) | ((hi >> 2) & 3) << 4,
+                                     (lo[:, :32] >> 4) | ((hi >> 4) & 3) << 4,
+                                     (lo[:, 32:] >> 4) | ((hi >> 6) & 3) << 4], axis=1)
+            u, z = q, 32
+            sub = b[:, 192:208].view(np.int8).reshape(N, 2 * G)
+            dd = np.ascontiguousarray(b[:, 208:210]).view("<f2").astype(np.float16)
+            d = np.repeat(dd, 8, axis=1).reshape(N, G)
+    u = np.ascontiguousarray(u.reshape(N, K))
+    if not (np.isfinite(d).all() and (mn is None or np.isfinite(mn).all())):
+        return None
+    return u, d, mn, sub, z
+
+
+# the exact formats each quantized type tries in turn (then float32 panels)
+_EXACT = {"Q4_0": [(_int4_parts, int4_arrays)], "Q4_1": [(_int4_parts, int4_arrays)],
+          "Q4_K": [(_int4_k_parts, int4_k_arrays), (_int4_parts, int4_arrays)],
+          "Q8_0": [(_int8g_parts, int8g_arrays)],
+          **{t: [(_int8g_parts, int6g_arrays)] for t in ("Q5_0", "Q5_1", "Q5_K", "Q6_K")}}
+
 
 def _plain(tname, raw):
     if tname == "F32":

@@ -183,12 +183,27 @@ class GGUFCheckpoint:
         or Q5_0, Q5_1, Q5_K, Q6_K (values < 64), else "int8g" when every
         piece is one of those or Q8_0 (pieces with different zero points
         take mins -z d, exact; beside Q6_K pieces' sub-scales the others
-        take u + 32: _stack); "bfloat16" when every piece is
-        BF16; None otherwise (the float32 values the loader read hold them).
+        take u + 32: _stack); "bfloat16" when every piece is BF16;
+        "float32" when every piece is F32 or F16 (one tensor alone:
+        GGUFFile.weight, which builds it a block of rows at a time); None
+        otherwise (the float32 values the loader read hold them). The
+        pieces' pages of the file's map are let go after.
         Scales are float16 when every piece has them, else float32 (an exact
         widening)."""
         gnames = [self._names[n] for n in names]
+        try:
+            return self._packed(names, gnames)
+        finally:
+            for g in gnames:                      # built: the file's pages of it can go
+                self.file.release(g)
+
+    def _packed(self, names, gnames):
         types = {self.file.tensors[g][0] for g in gnames}
+        if len(names) == 1 and names[0] not in self._heads:
+            return self.file.weight(gnames[0])     # built a block of rows at a time
+        if types <= {"F32", "F16"}:
+            rows = [self._unpermute(n, self.file.dequantize(self._names[n])) for n in names]
+            return pack_weight(np.concatenate(rows), "float32")
         if types == {"BF16"}:
             rows = [self._unpermute(n, self.file.dequantize(self._names[n])) for n in names]
             return pack_weight(np.concatenate(rows), "bfloat16")

@@ -8,7 +8,8 @@ so the many-row path skips the per-call packing and the few-row path
 instead of transposing W on the fly. Results are the same bits as
 cattn.linear on the plain weight, for any number of rows.
 
-The formats ("float32", "float64", "bfloat16", "int8", "int4", "int8g": what each stores
+The formats ("float32", "float64", "bfloat16", "int8", "int4", "int8g",
+"int6g": what each stores
 and computes) are objects of cattn/ops/formats.py; a PackedWeight holds
 its format's arrays and asks the format for every operation. Which
 attribute is which: `dtype` and `format` are the format you asked for
@@ -103,9 +104,13 @@ class PackedWeight:
         return d
 
     @classmethod
-    def from_arrays(cls, d):
+    def from_arrays(cls, d, *, copy=True):
         """The PackedWeight that to_arrays() described (d: a dict or an
-        np.load result). ValueError if it does not fit this build."""
+        np.load result). ValueError if it does not fit this build.
+        copy=False: d["data"] itself becomes the packed data when it is a
+        writeable C-contiguous array of the right dtype and size (a loader
+        building a large weight in place, e.g. from
+        cattn.ops.weight_memory.empty; it must not change it afterwards)."""
         op = "PackedWeight.from_arrays"
         try:
             fmt, shape, kc, data = (d["format"], d["shape"], d["kc"], d["data"])
@@ -127,8 +132,9 @@ class PackedWeight:
         if data.dtype != fmt.stored or data.shape != (size,):
             raise ValueError(f"{op}: data has dtype {data.dtype} and shape {data.shape}; a "
                              f"{fmt} {shape} weight needs ({size},) {fmt.stored}")
-        data, src = weight_memory.empty(size, fmt.stored, op, "the packed weight"), data
-        data[...] = src
+        if copy or not (data.flags.c_contiguous and data.flags.writeable):
+            data, src = weight_memory.empty(size, fmt.stored, op, "the packed weight"), data
+            data[...] = src
         return cls._new(data, shape, fmt, want_kc, fmt.loaded_extra(d, data, shape, op))
 
     def __reduce__(self):
@@ -167,9 +173,9 @@ def pack_weight(w, dtype="float32"):
     - "bfloat16": w rounded to bfloat16, computed in float32 (x float32);
     - "int8": w quantized per output channel (w must be finite), x
       quantized per row at call time; computed in exact int32;
-    - "int4" / "int8g": w quantized per group of 32 inputs (4 bits with a
-      float16 scale and min, or 8 bits with a scale), x quantized per group
-      of 32 at call time; exact int32 group sums (GGUF's blocks load into
+    - "int4" / "int8g" / "int6g": w quantized per group of 32 inputs (4
+      bits with a float16 scale and min, or 8 or 6 bits with a scale), x
+      quantized per group of 32 at call time; exact int32 group sums (GGUF's blocks load into
       these exactly: cattn.models.GGUFFile.weight).
     Every format gives a row the same bits alone or among any other rows,
     on any thread count.

@@ -340,3 +340,40 @@ def test_q4k_two_level_parts_hold_the_blocks(tmp_path):
     x = rng.standard_normal((3, 512)).astype(np.float32)
     np.testing.assert_array_equal(cattn.linear(x, f.weight("w")), cattn.linear(x, flat))
     assert f.int4_k_parts("w") is not None and GGUFFile.int4_k_parts(f, "w")[0].shape == (20, 512)
+
+
+@pytest.mark.parametrize("tname", ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
+                                   "Q4_K", "Q5_K", "Q6_K"])
+def test_weight_built_in_row_blocks(tmp_path, monkeypatch, tname):
+    """weight() builds a tensor a block of rows at a time (CHUNK_ROWS, here
+    32, of a 100-row tensor: blocks past the panels' 16 rows and a ragged
+    last one): the same values as dequantize and the same linear bits as
+    one block; its pages of the map are let go and read back when touched."""
+    from cattn.models import gguf as gguf_mod
+    rng = np.random.default_rng(5)
+    shape = (100, 256)
+    if tname in ("F32", "F16", "BF16"):
+        raw = rng.standard_normal(shape).astype(np.float32)
+        stored = (raw.astype(np.float16) if tname == "F16" else raw if tname == "F32" else
+                  (raw.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8))
+        entry = ("w", tname, shape, stored)
+    else:
+        raw = random_blocks(tname, shape, rng)
+        bsize = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20, "Q5_0": 22, "Q5_1": 24, "Q4_K": 144,
+                 "Q5_K": 176, "Q6_K": 210}[tname]
+        at, n = {"Q6_K": (208, 1), "Q4_1": (0, 2), "Q5_1": (0, 2), "Q4_K": (0, 2),
+                 "Q5_K": (0, 2)}.get(tname, (0, 1))
+        blocks = raw.reshape(-1, bsize)
+        blocks[:, at:at + 2 * n] = (rng.standard_normal((len(blocks), n)) * 0.05).astype(
+            np.float16).view(np.uint8).reshape(len(blocks), 2 * n)
+        entry = ("w", tname, shape, raw)
+    f = GGUFFile(write(tmp_path / "q.gguf", [entry]))
+    whole = f.weight("w")
+    monkeypatch.setattr(gguf_mod, "CHUNK_ROWS", 32)
+    parts = f.weight("w")
+    assert parts.format == whole.format and parts.nbytes == whole.nbytes
+    np.testing.assert_array_equal(parts.unpack(), f.dequantize("w"))
+    x = rng.standard_normal((3, 256)).astype(np.float32)
+    np.testing.assert_array_equal(cattn.linear(x, parts), cattn.linear(x, whole))
+    f.release("w")
+    np.testing.assert_array_equal(f.dequantize("w"), whole.unpack())

@@ -136,11 +136,17 @@ static void rows_tn1_avx2_f32(float *c, const float *a, const float *w, int64_t 
     for (int64_t j0 = 0; j0 < n; j0 += 32) {
         const float *wr[32];                     /* rows past n repeat row j0 */
         for (int r = 0; r < 32; r++) wr[r] = w + (j0 + (j0 + r < n ? r : 0)) * ldw;
-        /* the next 32 rows into L2 while these stream, a line of each per
-         * 16 p: the 32 interleaved row streams defeat the hardware
-         * prefetcher (a plain lm_head read at 0.6x a packed one's rate) */
+        /* the next 32 rows into L2 while these stream, in address order:
+         * row by row, its lines in turn, as many lines per 8 p as the block
+         * has lines over K / 8 (the 32 interleaved row streams defeat the
+         * hardware prefetcher; a line of each row per 16 p instead, 32
+         * DRAM pages at once, read a plain lm_head at 0.6x a packed one's
+         * rate) */
         const int64_t npf = cattn_min64(32, n - j0 - 32);
         const float *wn = w + (j0 + 32) * ldw;
+        const int64_t lpr = (K + 15) / 16;                 /* 64-byte lines a row */
+        const int64_t per = (npf * lpr + K / 8 - 1) / (K / 8 > 0 ? K / 8 : 1);
+        int64_t pr = 0, pl = 0;                            /* the next line: row, line */
         __m256 tot[4];
         for (int64_t pc = 0; pc < K; pc += kc) {
             const int64_t p1 = cattn_min64(K, pc + kc);
@@ -148,9 +154,13 @@ static void rows_tn1_avx2_f32(float *c, const float *a, const float *w, int64_t 
                              _mm256_setzero_ps(), _mm256_setzero_ps()};
             int64_t p = pc;
             for (; p + 8 <= p1; p += 8) {
-                if (!(p & 15))
-                    for (int64_t r = 0; r < npf; r++)
-                        _mm_prefetch((const char *)(wn + r * ldw + p), _MM_HINT_T1);
+                for (int64_t e = 0; e < per && pr < npf; e++) {
+                    _mm_prefetch((const char *)(wn + pr * ldw + pl * 16), _MM_HINT_T1);
+                    if (++pl == lpr) {
+                        pl = 0;
+                        pr++;
+                    }
+                }
                 for (int g = 0; g < 4; g++) {
                     __m256 r[8];
                     for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(wr[8 * g + q] + p);
