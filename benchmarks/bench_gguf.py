@@ -47,7 +47,10 @@ sys.path.insert(0, HERE)
 CACHE = os.environ.get("CATTN_BENCH_CACHE", os.path.expanduser("~/.cache/cattn-bench"))
 SHAPES = {"qwen2.5-0.5b": dict(arch="qwen2", E=896, layers=24, H=14, Hk=2, D=64, F=4864),
           # sizes multiples of 256: Q4_K_M is really 4-bit K-quants here
-          "qwen3-0.6b": dict(arch="qwen3", E=1024, layers=28, H=16, Hk=8, D=128, F=3072)}
+          "qwen3-0.6b": dict(arch="qwen3", E=1024, layers=28, H=16, Hk=8, D=128, F=3072),
+          # GPT-2 small's widths, 6 layers (the GELU / LayerNorm / learned-position
+          # path against llama.cpp's; --vocab ggml-vocab-gpt-2.gguf)
+          "gpt2-6l": dict(arch="gpt2", E=768, layers=6, H=12, Hk=12, D=64, F=3072)}
 SHAPE = SHAPES["qwen2.5-0.5b"]
 PROMPT_LEN, NEW_TOKENS = 128, 128
 FTYPES = {"Q8_0": 7, "Q4_0": 2, "Q4_K_M": 15, "BF16": 32}         # llama_ftype
@@ -63,16 +66,19 @@ def write_f32(path, vocab, seed=0):
     arch = SHAPE["arch"]
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(path + ".tmp", arch)
-    w.add_context_length(32768)
+    w.add_context_length(1024 if arch == "gpt2" else 32768)
     w.add_embedding_length(E)
     w.add_block_count(L)
     w.add_feed_forward_length(F)
     w.add_head_count(H)
-    w.add_head_count_kv(Hk)
-    w.add_key_length(D)
-    w.add_value_length(D)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_freq_base(1000000.0)
+    if arch == "gpt2":
+        w.add_layer_norm_eps(1e-5)
+    else:
+        w.add_head_count_kv(Hk)
+        w.add_key_length(D)
+        w.add_value_length(D)
+        w.add_layer_norm_rms_eps(1e-6)
+        w.add_rope_freq_base(1000000.0)
     w.add_file_type(0)
     m = voc.metadata
     w.add_tokenizer_model(m["tokenizer.ggml.model"])
@@ -91,6 +97,19 @@ def write_f32(path, vocab, seed=0):
 
     w.add_tensor("token_embd.weight", rand(V, E))
     w.add_tensor("output_norm.weight", np.ones(E, np.float32))
+    if arch == "gpt2":           # as llama.cpp's converter writes GPT-2: (out, in), biases
+        w.add_tensor("output_norm.bias", rand(E))
+        w.add_tensor("position_embd.weight", rand(1024, E))
+        for i in range(L):
+            b = f"blk.{i}."
+            for n, rows, cols in (("attn_qkv", 3 * E, E), ("attn_output", E, E),
+                                  ("ffn_up", F, E), ("ffn_down", E, F)):
+                w.add_tensor(b + n + ".weight", rand(rows, cols))
+                w.add_tensor(b + n + ".bias", rand(rows))
+            for n in ("attn_norm", "ffn_norm"):
+                w.add_tensor(b + n + ".weight", np.ones(E, np.float32))
+                w.add_tensor(b + n + ".bias", rand(E))
+        L = 0
     for i in range(L):
         b = f"blk.{i}."
         w.add_tensor(b + "attn_norm.weight", np.ones(E, np.float32))
@@ -202,6 +221,16 @@ def cattn_run(lm, ids):
     return run
 
 
+def lm_weights(lm):
+    """The model's linear weights (the first layer's and the output's)."""
+    out = [lm.lm_head_weight]
+    for mod in (lm.layers[0].self_attn, lm.layers[0].mlp):
+        for sub in vars(mod).get("_modules", {}).values():
+            if hasattr(sub, "weight"):
+                out.append(sub.weight)
+    return out
+
+
 def timed(run, n):
     t = time.perf_counter()
     run(n)
@@ -249,7 +278,10 @@ def main(argv=None):
     SHAPE = SHAPES[args.shape]
     formats = args.formats.split(",")
     paths = files(args.vocab, formats, args.threads, args.shape)
-    ids = np.random.default_rng(0).integers(1000, 100000, PROMPT_LEN).astype(np.int64)
+    from cattn.models import GGUFFile
+    with GGUFFile(args.vocab) as voc:
+        V = len(voc.metadata["tokenizer.ggml.tokens"])
+    ids = np.random.default_rng(0).integers(1000, min(100000, V), PROMPT_LEN).astype(np.int64)
     buf = np.ones(64 << 20, np.float32)
     results = {}
     for fmt, path in paths.items():
@@ -291,9 +323,8 @@ def main(argv=None):
                             rel_max=acc[2], greedy_equal_of_16=same,
                             forced_equal_of_16=16 - len(ties), forced_near_ties=near,
                             forced_disagreements=ties,
-                            cattn_formats=sorted({str(getattr(p, "format", "float32")) for p in (
-                                lm.layers[0].self_attn.qkv_proj.weight, lm.layers[0].mlp.down_proj.weight,
-                                lm.lm_head_weight)}))
+                            cattn_formats=sorted({str(getattr(p, "format", "float32"))
+                                                  for p in lm_weights(lm)}))
         del lm, llm, sides
     info = machine_summary()
     print(f"\n{info['cpu_model']}, {args.threads} threads, {time.strftime('%Y-%m-%d')}, "

@@ -176,7 +176,9 @@ class CausalLM(nn.Module):
         for ours, pieces, transposed in keys:
             owner, leaf = param_owner(self, ours)
             pw = None
-            if (not transposed and (ours.endswith("_proj.weight") or ours == "lm_head.weight")
+            linear = ours.endswith(("_proj.weight", ".fc1.weight", ".fc2.weight"))
+            if ((not transposed or ckpt.stores_as_linear([name for name, _ in pieces]))
+                    and (linear or ours == "lm_head.weight")
                     and all(name in ckpt for name, _ in pieces)):
                 pw = ckpt.packed([name for name, _ in pieces])
             if pw is None or pw.shape != getattr(owner, leaf).shape:
@@ -185,8 +187,9 @@ class CausalLM(nn.Module):
             setattr(owner, leaf, pw)
         self.output_format = "float32"
         self._output = self._output_source = None
-        if "model.embed_tokens.weight" in ckpt:
-            pw = ckpt.packed(["model.embed_tokens.weight"])
+        table = next((k[1][0][0] for k in keys if k[0] == "embed.weight"), None)
+        if table is not None and table in ckpt:
+            pw = ckpt.packed([table])
             if pw is not None and pw.shape == self.embed.weight.shape:
                 self.embed.weight = pw                 # the lookup unpacks its rows
                 if self.lm_head is None:

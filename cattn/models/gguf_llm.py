@@ -160,6 +160,13 @@ class GGUFCheckpoint:
                     for part in ("weight", "bias"):
                         self._heads[f"model.layers.{i}.self_attn.{n}_proj.{part}"] = h
 
+    def stores_as_linear(self, names):
+        """Whether the tensors `names` (Hugging Face names) are stored as a
+        linear weight, rows = outputs, although Hugging Face's layout is
+        transposed (GPT-2's Conv1D weights: llama.cpp's converter writes
+        them (out, in)), so packed(names) gives them as they are."""
+        return all(n in self._transposed for n in names)
+
     def __contains__(self, name):
         return self._names.get(name) in self.file.tensors
 

@@ -364,11 +364,14 @@ def test_qwen3_folder_matches_transformers(tmp_path):
     assert np.linalg.norm(i4(ids) - want) / np.linalg.norm(want) < 0.4
 
 
-def test_gguf_gpt2_matches_transformers(tmp_path):
+@pytest.mark.parametrize("qtype", ["F32", "Q8_0", "Q4_0"])
+def test_gguf_gpt2_matches_transformers(tmp_path, qtype):
     """A GPT-2 file as llama.cpp's converter writes it (the Conv1D weights
     transposed to (out, in), attn_qkv fused, output.weight a copy of
     token_embd, learned positions): logits within 1e-4 of transformers'
-    GPT2LMHeadModel holding the same values, the same greedy tokens."""
+    GPT2LMHeadModel holding the same values (F32), the same greedy tokens;
+    a quantized file's linear weights stay in their exact formats (the
+    values bit for bit), its logits within the 8-bit activations' error."""
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=V, n_embd=64, n_layer=2, n_head=4, n_positions=64,
                                   initializer_range=0.15)
@@ -404,6 +407,14 @@ def test_gguf_gpt2_matches_transformers(tmp_path):
         base, part = rest.rsplit(".", 1)
         if part == "weight" and not base.startswith("ln"):
             a = np.ascontiguousarray(a.T)                 # Conv1D (in, out) -> (out, in)
+            if qtype != "F32":                            # the reference holds the file's values
+                qt = gguf.GGMLQuantizationType[qtype]
+                q = gguf.quants.quantize(a, qt)
+                w.add_tensor(f"blk.{i}.{names[base]}.{part}", q, raw_shape=q.shape, raw_dtype=qt)
+                held = gguf.quants.dequantize(q, qt).astype(np.float32)
+                with torch.no_grad():
+                    t.copy_(torch.from_numpy(np.ascontiguousarray(held.T)))
+                continue
         w.add_tensor(f"blk.{i}.{names[base]}.{part}", a)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -411,10 +422,19 @@ def test_gguf_gpt2_matches_transformers(tmp_path):
     w.close()
     lm = CausalLM.from_pretrained(str(tmp_path / "g.gguf"))
     assert lm.config.architecture == "GPT2LMHeadModel"
+    want_fmt = {"F32": "float32", "Q8_0": "int8g", "Q4_0": "int4"}[qtype]
+    for mod in (lm.layers[0].self_attn.qkv_proj, lm.layers[1].mlp.fc2):
+        assert mod.weight.format == want_fmt
     ids = np.array([[1, 5, 9, 17, 33, 65, 3, 7]])
     with torch.no_grad():
         want = ref(torch.from_numpy(ids)).logits.numpy()
         hf_ids = ref.generate(torch.from_numpy(ids), max_new_tokens=8, do_sample=False,
                               eos_token_id=None, pad_token_id=0)[0, ids.shape[1]:].tolist()
-    np.testing.assert_allclose(lm(ids), want, rtol=1e-4, atol=1e-4)
-    assert list(lm.generate(ids[0].tolist(), max_new_tokens=8, eos_token_id=[])) == hf_ids
+    if qtype == "F32":
+        np.testing.assert_allclose(lm(ids), want, rtol=1e-4, atol=1e-4)
+        assert list(lm.generate(ids[0].tolist(), max_new_tokens=8, eos_token_id=[])) == hf_ids
+    else:                     # the activations quantized per 32 at 8 bits: cosine as above
+        have = lm(ids)[0].astype(np.float64)
+        ref_l = want[0].astype(np.float64)
+        cos = (have * ref_l).sum(1) / np.linalg.norm(have, axis=1) / np.linalg.norm(ref_l, axis=1)
+        assert cos.min() > 0.98, cos
