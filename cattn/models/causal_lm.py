@@ -158,7 +158,7 @@ class CausalLM(nn.Module):
                 i = gguf.metadata.get(f"tokenizer.ggml.{name}_token_id")
                 if isinstance(i, int) and 0 <= i < len(tokens):
                     model.chat_special[f"{name}_token"] = tokens[i]
-            gguf.close()                           # every tensor is read: the map goes
+            ckpt.close()                           # every tensor is read: the map goes
         # every nn.Linear packed once (float32: the same bits): a decode step's
         # one-row GEMMs stream the packed panels; a tied output projection too
         pack(model, weights)

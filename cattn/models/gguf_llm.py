@@ -15,6 +15,9 @@ Architectures: llama, qwen2, qwen3 (q/k head norms), gpt2 (learned
 positions, LayerNorm, fused qkv; its Conv1D weights stored transposed).
 Legend: E hidden size, H query heads, Hk key/value heads, D head dim.
 """
+import ctypes
+import ctypes.util
+
 import numpy as np
 
 from ..ops.formats import int4_arrays, int4_k_arrays, int6g_arrays, int8g_arrays
@@ -159,6 +162,18 @@ class GGUFCheckpoint:
                 for n, h in (("q", H), ("k", Hk)):
                     for part in ("weight", "bias"):
                         self._heads[f"model.layers.{i}.self_attn.{n}_proj.{part}"] = h
+
+    def close(self):
+        """Close the file (its map goes) and give the C heap's freed pages
+        back to the system (glibc's malloc_trim; best effort, nothing
+        elsewhere): the builder's freed temporaries otherwise stay in the
+        heap (~30 MiB after a 0.5B model's file)."""
+        self.file.close()
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            libc.malloc_trim(0)
+        except (OSError, AttributeError, TypeError):
+            pass
 
     def stores_as_linear(self, names):
         """Whether the tensors `names` (Hugging Face names) are stored as a
