@@ -379,7 +379,7 @@ class GGUFFile:
 # in ggml's arithmetic (float32: d * q, d * q + m, d * sc * q - dmin * m)
 
 GGUF_TYPES_BY_NAME = {n: (b, s) for n, b, s in GGUF_TYPES.values()}
-CHUNK_ROWS = 4096        # rows a weight is built at a time (a multiple of the 16-row panels)
+CHUNK_ROWS = 1024        # rows a weight is built at a time (a multiple of the 16-row panels)
 
 
 def _plain_chunk_rows():
