@@ -121,7 +121,7 @@ def lm(llm_file):
 @pytest.fixture(scope="module")
 def server(llm_file, tmp_path_factory):
     s = Server(str(tmp_path_factory.mktemp("srv")), "--llm", llm_file, "--no-embed",
-               "--api-key", KEY, "--slots", "2", "--max-queue", "1", "--context", "4096")
+               "--api-key", KEY, "--slots", "2", "--max-queue", "1", "--context", "16384")
     yield s
     s.stop()
 
@@ -238,7 +238,7 @@ def test_bad_requests_are_400_with_openai_bodies(server):
             c.chat.completions.create(**args)
         assert e.value.body["message"], kw
     with pytest.raises(openai.BadRequestError, match="context"):
-        c.completions.create(model="tiny", prompt="hi " * 4200, max_tokens=4)
+        c.completions.create(model="tiny", prompt="hi " * 16500, max_tokens=4)
 
 
 def test_hostile_requests_get_4xx_and_the_next_is_served(server):
@@ -270,7 +270,9 @@ def test_hostile_requests_get_4xx_and_the_next_is_served(server):
 def test_queue_full_is_429_and_a_disconnect_frees_its_slot(server):
     c = server.client()
     # two long streams take both slots, a third request waits, the fourth is 429
-    streams = [c.completions.create(model="tiny", prompt="hi", max_tokens=4000,
+    # (16000 tokens: seconds of decoding, so a slow, shared CPU cannot let the
+    # streams end, and the slots free, before the fourth request is sent)
+    streams = [c.completions.create(model="tiny", prompt="hi", max_tokens=16000,
                                     temperature=0.5, seed=i, stream=True,
                                     extra_body={"ignore_eos": True}) for i in range(2)]
     for s in streams:
