@@ -55,10 +55,16 @@ static void fill_portable(cattn_dispatch_t *kt, const cattn_cpu *cpu)
 }
 #ifdef CATTN_X86
 static int runs_avx2(const cattn_cpu *cpu) { return cpu->avx2 && cpu->fma; }
+/* the group kernels with F16C's float16 widening, unless CATTN_NO_F16C=1
+ * (the tests' way to run the others on a CPU that has it) */
+static void with_f16c(cattn_dispatch_t *kt, const cattn_cpu *cpu)
+{
+    if (cpu->f16c && !env_set("CATTN_NO_F16C")) cattn_kernels_avx2_f16c(kt);
+}
 static void fill_avx2(cattn_dispatch_t *kt, const cattn_cpu *cpu)
 {
-    (void)cpu;
     cattn_kernels_avx2(kt);
+    with_f16c(kt, cpu);
 }
 /* Skylake-SP, Zen 4 and later; not Knights Landing (no BW, VL, DQ) */
 static int runs_avx512(const cattn_cpu *cpu)
@@ -68,6 +74,7 @@ static int runs_avx512(const cattn_cpu *cpu)
 static void fill_avx512(cattn_dispatch_t *kt, const cattn_cpu *cpu)
 {
     cattn_kernels_avx512(kt, cpu->avx512_vnni);       /* fills avx2's entries first */
+    with_f16c(kt, cpu);                               /* those it keeps of AVX2's */
 }
 #endif
 

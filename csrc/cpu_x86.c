@@ -87,6 +87,7 @@ void cattn_cpu_parse(cattn_cpuid_fn f, void *ctx, uint64_t xcr0, cattn_cpu *cpu)
     const int os_avx512 = os_avx && (xcr0 & 0xE0) == 0xE0;
     const int avx = BIT(ecx1, 28) && os_avx;
     cpu->fma = avx && BIT(ecx1, 12);
+    cpu->f16c = avx && BIT(ecx1, 29);
     if (max_basic >= 7) {
         leaf(f, ctx, 7, 0, r);
         const uint32_t ebx7 = r[1], ecx7 = r[2], max7 = r[0];

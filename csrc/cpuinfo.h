@@ -41,7 +41,7 @@ typedef struct {
     char brand[49];
     int family, model;
     /* usable: CPU flag set and the OS saves the registers (XCR0) */
-    int avx2, fma, avx512f, avx512bw, avx512vl, avx512dq, avx512_bf16, avx512_vnni;
+    int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512dq, avx512_bf16, avx512_vnni;
     cattn_cache l1d, l2, l3;
     const char *cache_source;   /* which CPUID leaves gave the caches */
 } cattn_cpu;

@@ -288,6 +288,10 @@ extern cattn_dispatch_t cattn_kt;
 void cattn_kernels_ref(cattn_dispatch_t *kt);
 #ifdef CATTN_X86
 void cattn_kernels_avx2(cattn_dispatch_t *kt);
+/* kernels/avx2/q4gemm_f16c.c: where the CPU has F16C, the group kernels
+ * (int4, int8g, int6g) that widen float16 scales by vcvtph2ps in place of
+ * AVX2's own, entry by entry where the table holds those (same bits) */
+void cattn_kernels_avx2_f16c(cattn_dispatch_t *kt);
 /* vnni: the CPU has AVX512_VNNI (the int8 kernel then uses vpdpbusd) */
 void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni);
 #endif

@@ -84,14 +84,16 @@ def run_python(code, **env):
     return r.stdout
 
 
-def run_pytest(path, test_files):
+def run_pytest(path, test_files, **extra):
     """Run `test_files` (paths relative to tests/: files or folders) in a fresh interpreter on kernel
     path `path` (torch parity tests deselected there: they only repeat the
-    comparisons against the reference); return pytest's output."""
+    comparisons against the reference), with the environment variables
+    `extra` set too; return pytest's output."""
     env = child_env()
     for name in FORCING_VARIABLES:
         env.pop(name, None)
     env.update(PATHS[path].force_env)
+    env.update(extra)
     env[EXPECT_PATH_VARIABLE] = path
     r = _run(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", "not torch"]
              + [os.path.join(TESTS, f) for f in test_files], env, 900)
