@@ -261,6 +261,65 @@ def accuracy(path, lm, ids, threads):
     return total, cos.min(), np.abs(got - ref).max() / np.abs(ref).max()
 
 
+MEMORY_CHILD = r"""
+import sys, time
+import numpy as np
+def status():
+    d = {}
+    for line in open("/proc/self/status"):
+        k, _, v = line.partition(":")
+        if k in ("VmRSS", "VmHWM"):
+            d[k] = int(v.split()[0]) * 1024
+    return d
+import cattn
+from cattn.models import CausalLM
+cattn.set_num_threads(int(sys.argv[3]))
+base = status()["VmRSS"]
+t = time.perf_counter()
+lm = CausalLM.from_pretrained(sys.argv[1])
+load_s = time.perf_counter() - t
+after_load = status()["VmRSS"]
+ids = np.random.default_rng(0).integers(1000, 100000, PROMPT_LEN)
+if sys.argv[2] == "text":                    # the file's tokenizer too: text in and out
+    lm.generate("Once upon a time " * (PROMPT_LEN // 5), max_new_tokens=NEW_TOKENS)
+else:
+    lm.generate(ids.tolist(), max_new_tokens=NEW_TOKENS)
+c = lm.config
+kv = c.num_layers * 2 * c.num_kv_heads * c.head_dim * (PROMPT_LEN + NEW_TOKENS) * 4
+print(dict(base=base, after_load=after_load, peak=status()["VmHWM"], kv=kv, load_s=load_s))
+"""
+
+
+def memory(paths, threads, text):
+    """Peak resident memory loading a file and generating (a fresh process per
+    file: VmHWM), against the file's tensor bytes + the float32 KV cache of
+    the prompt + generated tokens; the interpreter with NumPy and cattn
+    imported (its RSS before loading) shown apart."""
+    import ast
+    import subprocess
+    code = f"PROMPT_LEN, NEW_TOKENS = {PROMPT_LEN}, {NEW_TOKENS}\n" + MEMORY_CHILD
+    rows = {}
+    for fmt, path in paths.items():
+        out = subprocess.run([sys.executable, "-c", code, path, "text" if text else "ids",
+                              str(threads)], check=True, capture_output=True, text=True).stdout
+        r = ast.literal_eval(out.strip().splitlines()[-1])
+        r["tensors"] = tensor_bytes(path)[0]
+        rows[fmt] = r
+        print(f"{fmt}: {r}", flush=True)
+    mib = 2 ** 20
+    print(f"\npeak memory, {'text (the file tokenizer built)' if text else 'token ids'}: "
+          f"load, {PROMPT_LEN}-token prompt, {NEW_TOKENS} tokens")
+    print("| file | tensors | KV cache | interpreter | peak RSS | peak / (tensors + KV) "
+          "| (peak - interpreter) / (tensors + KV) | load s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for fmt, r in rows.items():
+        need = r["tensors"] + r["kv"]
+        print(f"| {fmt} | {r['tensors'] / mib:.0f} MiB | {r['kv'] / mib:.0f} MiB | "
+              f"{r['base'] / mib:.0f} MiB | {r['peak'] / mib:.0f} MiB | {r['peak'] / need:.2f}x | "
+              f"{(r['peak'] - r['base']) / need:.2f}x | {r['load_s']:.1f} |")
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--vocab", required=True, help="ggml-vocab-qwen2.gguf (see the docstring)")
@@ -269,6 +328,9 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--memory", choices=("ids", "text"),
+                    help="only the peak-memory table (a fresh process per file), with token "
+                         "ids or with text (the file's tokenizer built too)")
     args = ap.parse_args(argv)
     import cattn
     from cattn.models import CausalLM
@@ -278,6 +340,8 @@ def main(argv=None):
     SHAPE = SHAPES[args.shape]
     formats = args.formats.split(",")
     paths = files(args.vocab, formats, args.threads, args.shape)
+    if args.memory:
+        return memory(paths, args.threads, args.memory == "text")
     from cattn.models import GGUFFile
     with GGUFFile(args.vocab) as voc:
         V = len(voc.metadata["tokenizer.ggml.tokens"])

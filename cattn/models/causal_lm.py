@@ -149,11 +149,13 @@ class CausalLM(nn.Module):
             keys = model._pack_exact(ckpt, keys)
         load_params(model, ckpt, keys)
         if os.path.isfile(path):
-            model.tokenizer_meta = {k: v for k, v in gguf.metadata.items()
-                                    if k.startswith("tokenizer.ggml.")} or None
+            # the tokenizer is built when text is first given (its arrays of
+            # strings stay compact until then: GGUFMetadata)
+            model.tokenizer_meta = gguf.metadata.subset("tokenizer.ggml.") or None
             model.tokenizer_path = path
             model.chat_template = gguf.metadata.get("tokenizer.chat_template")
-            tokens = gguf.metadata.get("tokenizer.ggml.tokens") or []
+            tokens = (gguf.metadata.strings("tokenizer.ggml.tokens")
+                      if "tokenizer.ggml.tokens" in gguf.metadata else [])
             for name in ("bos", "eos"):
                 i = gguf.metadata.get(f"tokenizer.ggml.{name}_token_id")
                 if isinstance(i, int) and 0 <= i < len(tokens):

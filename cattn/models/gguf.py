@@ -32,9 +32,11 @@ from .. import _ext
 from ..ops import weight_memory
 from ..ops.formats import FORMATS, int4_arrays, int4_k_arrays, int6g_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
+from .gguf_metadata import GGUFMetadata, GGUFStrings
 from .gguf_tokenizer import GGUFTokenizer
+from .heap import trim_heap
 
-__all__ = ["GGUFFile", "GGUF_TYPES"]
+__all__ = ["GGUFFile", "GGUFMetadata", "GGUFStrings", "GGUF_TYPES"]
 
 # metadata value types -> (struct code, size); 8 string, 9 array
 _SCALARS = {0: ("<B", 1), 1: ("<b", 1), 2: ("<H", 2), 3: ("<h", 2), 4: ("<I", 4), 5: ("<i", 4),
@@ -42,6 +44,8 @@ _SCALARS = {0: ("<B", 1), 1: ("<b", 1), 2: ("<H", 2), 3: ("<h", 2), 4: ("<I", 4)
 _NUMPY = {0: "u1", 1: "i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?",
           10: "<u8", 11: "<i8", 12: "<f8"}
 _STRING, _ARRAY = 8, 9
+_U64 = struct.Struct("<Q")
+_COMPACT_MIN = 64          # arrays of this many strings or more are held as GGUFStrings
 
 # ggml types read here: id -> (name, elements per block, bytes per block)
 GGUF_TYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 30: ("BF16", 1, 2),
@@ -57,10 +61,10 @@ _MAX_DIMS = 4                                  # GGML_MAX_DIMS
 
 
 class GGUFFile:
-    """One GGUF file. Attributes: path, version, alignment, metadata (key ->
-    value: ints, floats, bools, str; arrays as lists), tensors (name ->
-    (ggml type name, shape in NumPy's order)). dequantize(name) -> float32
-    array of that shape."""
+    """One GGUF file. Attributes: path, version, alignment, metadata (a
+    GGUFMetadata: key -> value, ints, floats, bools, str; arrays as lists),
+    tensors (name -> (ggml type name, shape in NumPy's order)).
+    dequantize(name) -> float32 array of that shape."""
 
     def __init__(self, path):
         self.path = os.fspath(path)
@@ -114,9 +118,40 @@ class GGUFFile:
             if n > (self._size - self._pos) // 8:      # each string needs its 8-byte length
                 raise self._error(f"{field}: an array of {n} strings cannot fit in the "
                                   f"{self._size - self._pos} bytes left")
-            return [self._string(f"{field}[{i}]") for i in range(n)]
+            if n < _COMPACT_MIN:
+                return [self._string(f"{field}[{i}]") for i in range(n)]
+            return self._strings(n, field)
         raise self._error(f"{field}: array element type {et} is not supported "
                           "(nested arrays included)")
+
+    def _strings(self, n, field):
+        """An array of n strings as GGUFStrings: the bytes of the array (each
+        length and string) copied once, each string's offsets; every length
+        checked and every string decoded (UTF-8) once, then let go."""
+        base, q = self._pos, _U64.unpack_from
+        start = np.empty(n, np.int64)
+        for i in range(n):
+            if self._size - self._pos < 8:
+                raise self._error(f"{field}[{i}] (string length): needs 8 bytes at offset "
+                                  f"{self._pos}, the file ends at {self._size} (truncated or "
+                                  "corrupt)")
+            k = q(self._map, self._pos)[0]
+            self._pos += 8
+            start[i] = self._pos - base
+            self._string_bytes(k, f"{field}[{i}]")
+        end = self._pos - base
+        blob = self._map[base:self._pos]
+        stop = np.empty(n, np.int64)
+        stop[:-1] = start[1:] - 8
+        stop[-1] = end
+        kind = np.uint32 if end < 2 ** 32 else np.int64
+        return GGUFStrings(blob, start.astype(kind), stop.astype(kind))
+
+    def _string_bytes(self, k, field):
+        try:
+            self._take(k, field).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise self._error(f"{field}: not UTF-8 ({e.reason} at byte {e.start})") from None
 
     # -- the layout
 
@@ -132,13 +167,14 @@ class GGUFFile:
         left = self._size - self._pos
         if n_kv > left // 13:                          # key length 8 + >= 1 byte + type 4
             raise self._error(f"metadata_kv_count: {n_kv} entries cannot fit in {left} bytes")
-        self.metadata = {}
+        meta = {}
         for i in range(n_kv):
             key = self._string(f"metadata key {i}")
             t = self._scalar(4, f"metadata {key!r} (value type)")
-            if key in self.metadata:
+            if key in meta:
                 raise self._error(f"metadata {key!r}: given twice")
-            self.metadata[key] = self._value(t, f"metadata {key!r}")
+            meta[key] = self._value(t, f"metadata {key!r}")
+        self.metadata = GGUFMetadata(meta)
         align = self.metadata.get("general.alignment", 32)
         if (not isinstance(align, int) or isinstance(align, bool) or align <= 0
                 or align & (align - 1)):
@@ -301,7 +337,9 @@ class GGUFFile:
             for k, v in d.items():
                 if k not in ("data", "shape") and v.ndim:
                     full[k][r0:r1] = v
+            del d, parts
             self.release(name, r0, r1)
+            trim_heap()
         return PackedWeight.from_arrays(full, copy=False)
 
     def _chunked_plain(self, name, fmt):
@@ -333,22 +371,29 @@ class GGUFFile:
                 k = min(kc, K - pc)
                 data[pc * np_all + r0 * k:pc * np_all + r0 * k + npc * k] = \
                     part[pc * npc:pc * npc + npc * k]
+            del vals, part
             self.release(name, r0, r1)
+            trim_heap()
         return PackedWeight.from_arrays({"format": np.array(fmt), "shape": np.array((N, K)),
                                          "kc": np.array(kc), "data": data}, copy=False)
 
     def release(self, name, r0=0, r1=None):
         """Let the pages of the map that hold tensor `name` (its rows [r0,
-        r1) of a 2-D one) go; the values stay readable: they are read again
-        from the file when touched. A loader's resident memory then holds
-        what it built, not the file."""
+        r1) of a 2-D one), and the rest of the 2 MiB windows around them, go;
+        the values stay readable: they are read again from the file when
+        touched. A loader's resident memory then holds what it built, not
+        the file."""
         start, nbytes = self._where[name]
         shape = self.tensors[name][1]
         if r1 is not None and len(shape) == 2 and shape[0]:
             per_row = nbytes // shape[0]
             start, nbytes = start + r0 * per_row, (r1 - r0) * per_row
-        page = mmap.PAGESIZE
-        a, b = -(-start // page) * page, (start + nbytes) // page * page
+        # whole 2 MiB windows around the bytes: the kernel maps a file's pages
+        # in large folios / fault-around blocks, so a small tensor's read maps
+        # its neighbours' too; dropping more of a read-only map costs nothing
+        # but a later re-read
+        w = _RELEASE_WINDOW
+        a, b = start // w * w, min(-(-(start + nbytes) // w) * w, len(self._map))
         if b > a and hasattr(mmap, "MADV_DONTNEED"):
             try:
                 self._map.madvise(mmap.MADV_DONTNEED, a, b - a)
@@ -380,6 +425,7 @@ class GGUFFile:
 
 GGUF_TYPES_BY_NAME = {n: (b, s) for n, b, s in GGUF_TYPES.values()}
 CHUNK_ROWS = 1024        # rows a weight is built at a time (a multiple of the 16-row panels)
+_RELEASE_WINDOW = 1 << 21  # release()'s unit (bytes)
 
 
 def _plain_chunk_rows():

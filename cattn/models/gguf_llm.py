@@ -15,13 +15,12 @@ Architectures: llama, qwen2, qwen3 (q/k head norms), gpt2 (learned
 positions, LayerNorm, fused qkv; its Conv1D weights stored transposed).
 Legend: E hidden size, H query heads, Hk key/value heads, D head dim.
 """
-import ctypes
-import ctypes.util
 
 import numpy as np
 
 from ..ops.formats import int4_arrays, int4_k_arrays, int6g_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
+from .heap import trim_heap
 
 __all__ = ["gguf_config", "GGUFCheckpoint", "GGUF_ARCHITECTURES"]
 
@@ -165,15 +164,9 @@ class GGUFCheckpoint:
 
     def close(self):
         """Close the file (its map goes) and give the C heap's freed pages
-        back to the system (glibc's malloc_trim; best effort, nothing
-        elsewhere): the builder's freed temporaries otherwise stay in the
-        heap (~30 MiB after a 0.5B model's file)."""
+        back to the system (trim_heap)."""
         self.file.close()
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            libc.malloc_trim(0)
-        except (OSError, AttributeError, TypeError):
-            pass
+        trim_heap()
 
     def stores_as_linear(self, names):
         """Whether the tensors `names` (Hugging Face names) are stored as a
@@ -194,6 +187,7 @@ class GGUFCheckpoint:
         # a GPT-2 Conv1D weight back to Hugging Face's (in, out)
         w = self._unpermute(name, self.file.dequantize(self._names[name]))
         np.copyto(out, w.T if name in self._transposed else w)
+        self.file.release(self._names[name])
         return out
 
     def packed(self, names):
@@ -218,6 +212,7 @@ class GGUFCheckpoint:
         finally:
             for g in gnames:                      # built: the file's pages of it can go
                 self.file.release(g)
+            trim_heap()                          # and the builder's freed temporaries
 
     def _packed(self, names, gnames):
         types = {self.file.tensors[g][0] for g in gnames}

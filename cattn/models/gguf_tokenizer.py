@@ -18,6 +18,10 @@ text is encoded with parse_special=True (llama.cpp's rule). What it is
 not: a tokenizer implementation (tokenizers' Rust code is), or the GGUF
 parser (gguf.py).
 """
+import threading
+
+from .gguf_metadata import GGUFStrings
+from .heap import trim_heap
 from .tokenizer import TOKENIZERS_HINT
 
 __all__ = ["GGUFTokenizer", "GGUF_PRE_TOKENIZERS"]
@@ -49,6 +53,10 @@ class GGUFTokenizer:
     EOT and the control tokens named like <|im_end|>, <|eot_id|>, <|end|>)."""
 
     def __init__(self, meta, path="<metadata>"):
+        self._build(meta, path)
+        trim_heap()             # the build's temporaries: the metadata's lists, the merges
+
+    def _build(self, meta, path):
         try:
             import tokenizers
         except ImportError:
@@ -80,18 +88,16 @@ class GGUFTokenizer:
             if ty in (_CONTROL, _USER):
                 added.append(tokenizers.AddedToken(t, special=ty == _CONTROL, normalized=False))
         self._control = {i for i, ty in enumerate(types) if ty == _CONTROL}
-        self._user = [tokens[i] for i, ty in enumerate(types) if ty == _USER]
-        self._tok_plain = tok                          # control tokens not matched in text
-        tok_special = tokenizers.Tokenizer.from_str(tok.to_str())
-        if self._user:
-            tok.add_tokens([a for a in added if not a.special])
-        if added:
-            tok_special.add_special_tokens([a for a in added if a.special])
-            tok_special.add_tokens([a for a in added if not a.special])
-        self._tok_special = tok_special
-        for t in (tok, tok_special):
-            t.no_padding()
-            t.no_truncation()
+        # one tokenizer: control tokens are its special tokens, matched in the
+        # text only while encode_special_tokens is False (parse_special; the
+        # flag is the tokenizer's, so set and used under a lock). A second
+        # copy would cost as much again as the first (~50-110 MiB for a
+        # 151936-token vocabulary).
+        tok.add_special_tokens([a for a in added if a.special])
+        tok.add_tokens([a for a in added if not a.special])
+        tok.no_padding()
+        tok.no_truncation()
+        self._tok, self._lock = tok, threading.Lock()
 
         def tid(key):
             v = meta.get(key)
@@ -106,7 +112,9 @@ class GGUFTokenizer:
         self.eot_ids = sorted({i for i in self._control if tokens[i] in ends}
                               | {x for x in (self.eos_token_id, tid("tokenizer.ggml.eot_token_id"))
                                  if x is not None})
-        self._tokens = tokens
+        # token(i)'s strings: the metadata's compact array where it has one
+        strings = getattr(meta, "strings", None)
+        self._tokens = strings("tokenizer.ggml.tokens") if strings else tokens
 
     # -- the two models
 
@@ -114,15 +122,23 @@ class GGUFTokenizer:
         if self.pre not in GGUF_PRE_TOKENIZERS:
             raise ValueError(f"GGUF file {path}: tokenizer.ggml.pre {self.pre!r} is not "
                              f"supported (supported: {', '.join(GGUF_PRE_TOKENIZERS)})")
-        merges = _field(meta, "tokenizer.ggml.merges", path)
+        # the merges read one at a time from the metadata's compact array where
+        # it has one, their halves the vocabulary's own strings where they are
+        # tokens (a 151387-merge list costs ~26 MiB less while building)
+        strings = getattr(meta, "strings", None)
+        merges = strings("tokenizer.ggml.merges") if strings and "tokenizer.ggml.merges" in meta \
+            else None
+        if not isinstance(merges, GGUFStrings):
+            merges = _field(meta, "tokenizer.ggml.merges", path)
+        vocab = {t: i for i, t in reversed(list(enumerate(tokens)))}
         pairs = []
         for m in merges:
             a, sep, b = m.partition(" ") if isinstance(m, str) else ("", "", "")
             if not sep:
                 raise ValueError(f"GGUF file {path}: tokenizer.ggml.merges entry {m!r} is not "
                                  "two tokens separated by a space")
-            pairs.append((a, b))
-        vocab = {t: i for i, t in reversed(list(enumerate(tokens)))}
+            ia, ib = vocab.get(a), vocab.get(b)
+            pairs.append((a if ia is None else tokens[ia], b if ib is None else tokens[ib]))
         try:
             bpe = tk.models.BPE(vocab, pairs, ignore_merges=self.pre == "llama-bpe")
         except Exception as e:              # tokenizers' own error (a merge of unknown tokens)
@@ -188,8 +204,11 @@ class GGUFTokenizer:
         "<|im_start|>") become their ids (a chat prompt's), else plain text."""
         if not isinstance(text, str):
             raise TypeError(f"GGUFTokenizer.encode: expected a str, got {type(text).__name__}")
-        tok = self._tok_special if parse_special else self._tok_plain
-        ids = list(tok.encode(text, add_special_tokens=False).ids) if text else []
+        ids = []
+        if text:
+            with self._lock:
+                self._tok.encode_special_tokens = not parse_special
+                ids = list(self._tok.encode(text, add_special_tokens=False).ids)
         if add_special and self.add_bos and self.bos_token_id is not None:
             ids = [self.bos_token_id] + ids
         if add_special and self.add_eos and self.eos_token_id is not None:
@@ -204,7 +223,7 @@ class GGUFTokenizer:
                              f"got {bad[0]}")
         if skip_special:
             ids = [i for i in ids if i not in self._control]
-        return self._tok_special.decode(ids, skip_special_tokens=False)
+        return self._tok.decode(ids, skip_special_tokens=False)
 
     def token(self, i):
         """The token string of id i."""
@@ -212,4 +231,4 @@ class GGUFTokenizer:
 
     def token_id(self, token):
         """The id of a token string (e.g. "<|im_end|>"), or None."""
-        return self._tok_special.token_to_id(token)
+        return self._tok.token_to_id(token)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import cattn
-from cattn.models.gguf import GGUF_TYPES, GGUFFile
+from cattn.models.gguf import GGUF_TYPES, GGUFFile, GGUFStrings
 
 gguf = pytest.importorskip("gguf", reason="the gguf package (llama.cpp's gguf-py) is the oracle")
 
@@ -180,6 +180,62 @@ def test_metadata_and_plain_tensors(tmp_path):
         f.weight("nope")
     with pytest.raises(ValueError, match=r"tensor 'b' has shape \(2, 3, 4\); a weight is 2-D"):
         f.weight("b")
+
+
+def test_long_string_arrays_are_compact_and_equal_the_oracle(tmp_path):
+    """An array of 64+ strings (a vocabulary) is held as GGUFStrings: reading
+    the key gives the list the gguf package reads, strings(key)[i] one
+    string; short arrays stay lists; membership and items() work as for a
+    dict."""
+    rng = np.random.default_rng(5)
+    words = ["", "a", "ζ", "\u2581the", "<|im_end|>", "日本", "x" * 300]
+    words += ["".join(chr(int(c)) for c in rng.integers(32, 0x3000, int(rng.integers(0, 9))))
+              for _ in range(200)]
+    meta = [("add_array", "x.words", words), ("add_array", "x.few", words[:63]),
+            ("add_array", "x.exact", words[:64])]
+    path = write(tmp_path / "m.gguf", [("a", "F32", (2, 3), np.ones((2, 3), np.float32))],
+                 meta)
+    f = GGUFFile(path)
+    r = gguf.GGUFReader(path)
+    for key, n in (("x.words", len(words)), ("x.few", 63), ("x.exact", 64)):
+        assert f.metadata[key] == r.fields[key].contents() == words[:n]
+        s = f.metadata.strings(key)
+        assert len(s) == n and isinstance(s, list) == (n < 64)
+        assert [s[i] for i in range(n)] == words[:n] and s[-1] == words[n - 1]
+        assert s[2:5] == words[2:5]
+    assert isinstance(f.metadata.strings("x.words"), GGUFStrings)
+    with pytest.raises(IndexError, match="out of range"):
+        f.metadata.strings("x.words")[len(words)]
+    assert "x.words" in f.metadata and "x.none" not in f.metadata
+    assert f.metadata == dict(f.metadata.items()) and f.metadata.get("x.none", 3) == 3
+    sub = f.metadata.subset("x.w")
+    assert list(sub) == ["x.words"] and sub["x.words"] == words
+
+
+def _string_array(key, items):
+    k = key.encode()
+    out = struct.pack("<Q", len(k)) + k + struct.pack("<IIQ", 9, 8, len(items))
+    for b in items:
+        out += struct.pack("<Q", len(b)) + b
+    return out
+
+
+@pytest.mark.parametrize("n", [3, 100])          # a list, and a compact array
+def test_hostile_string_arrays(tmp_path, n):
+    items = [b"tok%d" % i for i in range(n)]
+    bad = list(items)
+    bad[n - 2] = b"\xc3("                           # not UTF-8
+    check_bad(tmp_path, header(0, 1) + _string_array("t", bad),
+              rf"metadata 't'\[{n - 2}\]: not UTF-8")
+    # a multi-byte character split across two strings: each is refused alone
+    split = list(items)
+    split[1], split[2] = b"\xc3", b"\xa9"
+    check_bad(tmp_path, header(0, 1) + _string_array("t", split), r"metadata 't'\[1\]: not UTF-8")
+    data = header(0, 1) + _string_array("t", items)
+    for cut in (len(data) - 2, len(data) - 4 - len(items[-1])):      # in a string, in a length
+        check_bad(tmp_path, data[:cut], rf"metadata 't'\[{n - 1}\]")
+    huge = header(0, 1) + _string_array("t", items[:-1] + [b""])[:-8] + struct.pack("<Q", 2**62)
+    check_bad(tmp_path, huge, rf"metadata 't'\[{n - 1}\]: needs 4611686018427387904 bytes")
 
 
 # ---- hostile files ---------------------------------------------------------------

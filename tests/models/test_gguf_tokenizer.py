@@ -88,6 +88,21 @@ def test_special_tokens(tokenizers_by_name):
         qwen.encode(b"bytes")
 
 
+def test_parse_special_from_many_threads(tokenizers_by_name):
+    """One tokenizer serves both modes (its encode_special_tokens flag is set
+    per call under a lock): threads encoding with and without
+    parse_special at once get what each call gets alone."""
+    from concurrent.futures import ThreadPoolExecutor
+    qwen = tok("qwen2", tokenizers_by_name)
+    text = "<|im_start|>user\nHello, world! 123 <|im_end|>\n" * 20
+    want = {ps: qwen.encode(text, parse_special=ps) for ps in (False, True)}
+    assert want[True] != want[False] and 151644 in want[True]
+    with ThreadPoolExecutor(8) as ex:
+        got = list(ex.map(lambda i: (i % 2 == 1, qwen.encode(text, parse_special=i % 2 == 1)),
+                          range(400)))
+    assert all(ids == want[ps] for ps, ids in got)
+
+
 def test_unsupported_metadata_is_named():
     meta = dict(GGUFFile(vocab_file("gpt-2")).metadata)
     with pytest.raises(ValueError, match="tokenizer.ggml.pre 'starcoder' is not supported"):
