@@ -13,7 +13,8 @@ quantizes it with llama.cpp's own quantizer (llama_cpp.llama_model_quantize)
 to each format; cattn loads each file with CausalLM.from_pretrained (the
 file's values in their narrowest exact formats: Q4_x in int4, Q5_x and
 Q6_K in int6g, Q8_0 in int8g, BF16 in bfloat16, F32 in float32) and
-llama.cpp with llama_cpp.Llama (float32 KV cache, same threads). Per round,
+llama.cpp with llama_cpp.Llama (float32 KV caches on both sides, or float16
+with --kv-dtype float16; same threads). Per round,
 alternating the two sides: a 128-token prompt (prefill tokens/s) and 128
 greedy tokens (decode tokens/s, contexts 129-256), and a C read loop over
 256 MiB (cattn._ext.read_probe): decode's weight-bandwidth limit is the
@@ -167,11 +168,16 @@ def tensor_bytes(path):
             for t in {tt for tt, _ in f.tensors.values()}}
 
 
+KV_TYPE = {"float32": 0, "float16": 1}        # ggml type of llama.cpp's KV cache
+KV = "float32"                                # --kv-dtype: both sides' KV caches
+
+
 def llama_side(path, threads, logits_all=False):
     import llama_cpp
     return llama_cpp.Llama(path, n_ctx=512, n_batch=PROMPT_LEN, n_ubatch=PROMPT_LEN,
                            n_threads=threads, n_threads_batch=threads, logits_all=logits_all,
-                           type_k=0, type_v=0, flash_attn=False, verbose=False)
+                           type_k=KV_TYPE[KV], type_v=KV_TYPE[KV], flash_attn=False,
+                           verbose=False)
 
 
 def llama_run(llm, ids):
@@ -276,7 +282,7 @@ from cattn.models import CausalLM
 cattn.set_num_threads(int(sys.argv[3]))
 base = status()["VmRSS"]
 t = time.perf_counter()
-lm = CausalLM.from_pretrained(sys.argv[1])
+lm = CausalLM.from_pretrained(sys.argv[1], kv_dtype=sys.argv[4])
 load_s = time.perf_counter() - t
 after_load = status()["VmRSS"]
 ids = np.random.default_rng(0).integers(1000, 100000, PROMPT_LEN)
@@ -285,14 +291,15 @@ if sys.argv[2] == "text":                    # the file's tokenizer too: text in
 else:
     lm.generate(ids.tolist(), max_new_tokens=NEW_TOKENS)
 c = lm.config
-kv = c.num_layers * 2 * c.num_kv_heads * c.head_dim * (PROMPT_LEN + NEW_TOKENS) * 4
+kv = (c.num_layers * 2 * c.num_kv_heads * c.head_dim * (PROMPT_LEN + NEW_TOKENS)
+      * (2 if sys.argv[4] == "float16" else 4))
 print(dict(base=base, after_load=after_load, peak=status()["VmHWM"], kv=kv, load_s=load_s))
 """
 
 
 def memory(paths, threads, text):
     """Peak resident memory loading a file and generating (a fresh process per
-    file: VmHWM), against the file's tensor bytes + the float32 KV cache of
+    file: VmHWM), against the file's tensor bytes + the KV cache (--kv-dtype) of
     the prompt + generated tokens; the interpreter with NumPy and cattn
     imported (its RSS before loading) shown apart."""
     import ast
@@ -301,7 +308,8 @@ def memory(paths, threads, text):
     rows = {}
     for fmt, path in paths.items():
         out = subprocess.run([sys.executable, "-c", code, path, "text" if text else "ids",
-                              str(threads)], check=True, capture_output=True, text=True).stdout
+                              str(threads), KV], check=True, capture_output=True,
+                             text=True).stdout
         r = ast.literal_eval(out.strip().splitlines()[-1])
         r["tensors"] = tensor_bytes(path)[0]
         rows[fmt] = r
@@ -328,6 +336,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--kv-dtype", choices=sorted(KV_TYPE), default="float32",
+                    help="both sides' KV caches (llama.cpp: type_k / type_v F32 or F16)")
     ap.add_argument("--memory", choices=("ids", "text"),
                     help="only the peak-memory table (a fresh process per file), with token "
                          "ids or with text (the file's tokenizer built too)")
@@ -336,8 +346,9 @@ def main(argv=None):
     from cattn.models import CausalLM
     from conftest import machine_summary
     cattn.set_num_threads(args.threads)
-    global SHAPE
+    global SHAPE, KV
     SHAPE = SHAPES[args.shape]
+    KV = args.kv_dtype
     formats = args.formats.split(",")
     paths = files(args.vocab, formats, args.threads, args.shape)
     if args.memory:
@@ -350,7 +361,7 @@ def main(argv=None):
     results = {}
     for fmt, path in paths.items():
         nbytes, by_type = tensor_bytes(path)
-        lm = CausalLM.from_pretrained(path)
+        lm = CausalLM.from_pretrained(path, kv_dtype=KV)
         acc = accuracy(path, lm, ids, args.threads)
         print(f"{fmt}: logits vs llama.cpp cos all {acc[0]:.5f}, worst position {acc[1]:.5f}, "
               f"max |diff| / max |ref| {acc[2]:.2e}", flush=True)
@@ -393,7 +404,7 @@ def main(argv=None):
     info = machine_summary()
     print(f"\n{info['cpu_model']}, {args.threads} threads, {time.strftime('%Y-%m-%d')}, "
           f"{args.shape} shape (random), prompt {PROMPT_LEN}, {NEW_TOKENS} greedy tokens, "
-          f"medians of {args.rounds} alternating rounds")
+          f"medians of {args.rounds} alternating rounds, {KV} KV caches")
     print("| file | MiB | cattn prefill / decode | llama.cpp prefill / decode | prefill ratio "
           "| decode ratio | cattn decode / bw limit | cos all / worst | greedy =, of 16 "
           "| forced =, of 16 (near-ties) |")

@@ -35,6 +35,7 @@ cdef extern from "cattn.h" nogil:
         const int64_t *slen
     int cattn_attention_f32(cattn_attn_args *args, int n_threads)
     int cattn_attention_f64(cattn_attn_args *args, int n_threads)
+    int cattn_attention_f32_kvh(cattn_attn_args *args, int n_threads)
 
 cdef extern from "cattn.h":
     int CATTN_MASK_NONE, CATTN_MASK_BOOL, CATTN_MASK_ADD
@@ -101,14 +102,18 @@ def attention(object plan, cnp.ndarray O, cnp.ndarray Q, cnp.ndarray K, cnp.ndar
     strides, sizes, scale, causal, shift, mask kind).
     O (OUT): (..., Hq, L, Ev) outputs, or (..., Hq, L, S) probabilities when
     plan.weights; Q (..., Hq, L, E), K (..., H, S, E), V (..., H, S, Ev)
-    (IN; V is ignored with plan.weights); mask (IN): None or the (..., Hq,
+    (IN; V is ignored with plan.weights; K and V float16 with a float32 Q:
+    a float16 KV cache); mask (IN): None or the (..., Hq,
     L, S) view (uint8 bytes for bool masks). Each array's data pointer is
     element (0, ..., 0); plan.off* locate each unit's (sub)matrices."""
     cdef cattn_attn_args a
     cdef int st
     if _attn_args(&a, plan, O, Q, K, V, mask):
         return
-    if Q.dtype.num == cnp.NPY_FLOAT32:
+    if Q.dtype.num == cnp.NPY_FLOAT32 and K.dtype.num == cnp.NPY_FLOAT16:
+        with nogil:                             # a float16 KV cache
+            st = cattn_attention_f32_kvh(&a, n_threads)
+    elif Q.dtype.num == cnp.NPY_FLOAT32:
         with nogil:
             st = cattn_attention_f32(&a, n_threads)
     else:

@@ -32,6 +32,9 @@ cdef extern from "cattn.h" nogil:
                         const int64_t *pos, const float *cos, const float *sin)
     void cattn_kv_append_f32(float *cache, int64_t B, int64_t Hk, int64_t max_len, int64_t D,
                              int64_t start, const float *src, int64_t L, int64_t rs)
+    int64_t cattn_kv_append_f32_h(uint16_t *cache, int64_t B, int64_t Hk, int64_t max_len,
+                                  int64_t D, int64_t start, const float *src, int64_t L,
+                                  int64_t rs)
     void cattn_gate_mul_f32(float *g, const float *u, int64_t rows, int64_t n, int64_t rs)
 
 cdef struct dec_layer:
@@ -105,7 +108,11 @@ cdef class DecoderStack:
         lens: None, or a ragged decode step (L = 1, mask None): (B,) int64,
         sequence b holds lens[b] positions (start = max(lens)), its row is
         written at lens[b] and attends to its first lens[b] + 1 keys; each
-        sequence gets the bits it gets alone (its own start)."""
+        sequence gets the bits it gets alone (its own start).
+        The caches are float32, or float16 (every layer's alike): the new
+        keys and values rounded to float16 (ValueError after the step when
+        a finite one overflowed: the caller then does not count the step's
+        positions as filled), attended as their widened values."""
         cdef int64_t E = self.E, H = self.H, Hk = self.Hk, D = self.D, F = self.F
         cdef int64_t T = B * L, Wq = (H + 2 * Hk) * D, HD = H * D, group = H // Hk
         cdef int64_t nkv = B * Hk, nq = nkv * group, b, k, g, i, S = start + L
@@ -124,6 +131,8 @@ cdef class DecoderStack:
         cdef float *buf = <float *>malloc(sizeof(float) * max(nfl, 1))
         cdef int64_t *off = <int64_t *>malloc(sizeof(int64_t) * (3 * nq + 2 * nkv + 1))
         cdef float **kv = <float **>malloc(sizeof(float *) * (2 * self.n_layers + 1))
+        cdef bint half = len(kcache) > 0 and (<cnp.ndarray>kcache[0]).dtype.num == cnp.NPY_FLOAT16
+        cdef int64_t over = 0
         if buf == NULL or off == NULL or kv == NULL:
             free(buf); free(off); free(kv)
             raise MemoryError(f"DecoderStack.step: no memory for the scratch of {T} rows")
@@ -202,7 +211,19 @@ cdef class DecoderStack:
                         if st: break
                     if rope:
                         cattn_rope_f32(pqkv, T, Wq, H + Hk, D, ppos, pcos, psin)
-                    if plen == NULL:
+                    if half:                        # float16 caches (uint16_t bits)
+                        for b in range(1 if plen == NULL else B):
+                            over += cattn_kv_append_f32_h(
+                                <uint16_t *>kv[2 * i] + b * Hk * max_len * D,
+                                B if plen == NULL else 1, Hk, max_len, D,
+                                start if plen == NULL else plen[b], pqkv + b * Wq + HD,
+                                L if plen == NULL else 1, Wq)
+                            over += cattn_kv_append_f32_h(
+                                <uint16_t *>kv[2 * i + 1] + b * Hk * max_len * D,
+                                B if plen == NULL else 1, Hk, max_len, D,
+                                start if plen == NULL else plen[b], pqkv + b * Wq + HD + Hk * D,
+                                L if plen == NULL else 1, Wq)
+                    elif plen == NULL:
                         cattn_kv_append_f32(kv[2 * i], B, Hk, max_len, D, start, pqkv + HD,
                                             L, Wq)
                         cattn_kv_append_f32(kv[2 * i + 1], B, Hk, max_len, D, start,
@@ -216,7 +237,10 @@ cdef class DecoderStack:
                                                 1, Wq)
                     a.K = kv[2 * i]
                     a.V = kv[2 * i + 1]
-                    st = cattn_attention_f32(&a, nt)
+                    if half:
+                        st = cattn_attention_f32_kvh(&a, nt)
+                    else:
+                        st = cattn_attention_f32(&a, nt)
                     if st: break
                     st = _lin(&ly.lin[1], pa, pctx, T, act_none, nt)
                     if st: break
@@ -241,3 +265,6 @@ cdef class DecoderStack:
             free(off)
             free(kv)
         _check(st)
+        if over:
+            raise ValueError(f"DecoderStack.step: {over} keys / values overflowed the float16 "
+                             "KV cache (|x| >= 65520); use a float32 cache (kv_dtype='float32')")

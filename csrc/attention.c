@@ -94,6 +94,48 @@ int cattn_attention_f32(cattn_attn_args *args, int n_threads)
     return attention_run(args, &cattn_kt.attn_f32, sizeof(float), n_threads);
 }
 
+/* float16 K and V (a float16 KV cache; cattn.h): the decode path reads them
+ * through the table's decode_task_h (the bits of the widened values); the
+ * flash path widens one unit's K and V at a time into scratch (S (E + Ev)
+ * floats) and runs the float32 tiles on that unit alone. */
+int cattn_attention_f32_kvh(cattn_attn_args *args, int n_threads)
+{
+    cattn_init();
+    cattn_attn_kernels k = cattn_kt.attn_f32;
+    if (!k.decode_task_h) return CATTN_EARGS;
+    if (!args->W && args->L <= CATTN_DECODE_MAX_ROWS) {
+        k.decode_task = k.decode_task_h;
+        return attention_run(args, &k, sizeof(float), n_threads);
+    }
+    if (args->slen) return CATTN_EARGS;                 /* ragged steps are decode steps */
+    const int64_t S = args->S, E = args->E, Ev = args->Ev, G = args->group;
+    float *buf = cattn_aligned_alloc(sizeof(float) * (size_t)cattn_max64(1, S * (E + Ev)));
+    if (!buf) return CATTN_ENOMEM;
+    static const int64_t zero = 0;
+    int st = CATTN_OK;
+    for (int64_t u = 0; u < args->nkv && st == CATTN_OK; u++) {
+        const uint16_t *K = (const uint16_t *)args->K + args->offk[u];
+        const uint16_t *V = args->W ? NULL : (const uint16_t *)args->V + args->offv[u];
+        float *kb = buf, *vb = buf + S * E;
+        for (int64_t s = 0; s < S; s++) {
+            for (int64_t e = 0; e < E; e++) kb[s * E + e] = cattn_h2f(K[s * args->rsk + e]);
+            if (!args->W)
+                for (int64_t e = 0; e < Ev; e++) vb[s * Ev + e] = cattn_h2f(V[s * args->rsv + e]);
+        }
+        cattn_attn_args one = *args;
+        one.nkv = 1;
+        one.K = kb; one.offk = &zero; one.rsk = E;
+        one.V = vb; one.offv = &zero; one.rsv = Ev;
+        one.offq = args->offq + u * G;
+        if (args->offo) one.offo = args->offo + u * G;
+        if (args->offm) one.offm = args->offm + u * G;
+        if (args->offw) one.offw = args->offw + u * G;
+        st = attention_run(&one, &k, sizeof(float), n_threads);
+    }
+    cattn_aligned_free(buf);
+    return st;
+}
+
 int cattn_attention_f64(cattn_attn_args *args, int n_threads)
 {
     cattn_init();

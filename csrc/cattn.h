@@ -284,6 +284,10 @@ typedef struct {
 
 int cattn_attention_f32(cattn_attn_args *args, int n_threads);
 int cattn_attention_f64(cattn_attn_args *args, int n_threads);
+/* As cattn_attention_f32 with K and V IEEE float16 (uint16_t bits, strides
+ * in elements; a float16 KV cache): the bits cattn_attention_f32 gives on
+ * K and V widened to float32. */
+int cattn_attention_f32_kvh(cattn_attn_args *args, int n_threads);
 /* ---- rows.c: softmax, norms, activations ----
  * Row-wise kernels: one thread owns a whole row (or block of columns), rows
  * are handed out in fixed chunks, so results are bitwise identical for any n_threads.
@@ -364,6 +368,11 @@ void cattn_rope_f32(float *x, int64_t rows, int64_t rs, int64_t heads, int64_t D
  * the row's start) into cache (B, Hk, max_len, D) at positions start.. : */
 void cattn_kv_append_f32(float *cache, int64_t B, int64_t Hk, int64_t max_len, int64_t D,
                          int64_t start, const float *src, int64_t L, int64_t rs);
+/* The same into a float16 cache (uint16_t bits), each value rounded to the
+ * nearest float16 (ties to even, NumPy's astype); returns how many finite
+ * values overflowed to an infinity (|x| >= 65520): */
+int64_t cattn_kv_append_f32_h(uint16_t *cache, int64_t B, int64_t Hk, int64_t max_len, int64_t D,
+                              int64_t start, const float *src, int64_t L, int64_t rs);
 /* g (rows, n) *= u's rows (row stride rs), elementwise: */
 void cattn_gate_mul_f32(float *g, const float *u, int64_t rows, int64_t n, int64_t rs);
 

@@ -59,7 +59,10 @@ static int runs_avx2(const cattn_cpu *cpu) { return cpu->avx2 && cpu->fma; }
  * (the tests' way to run the others on a CPU that has it) */
 static void with_f16c(cattn_dispatch_t *kt, const cattn_cpu *cpu)
 {
-    if (cpu->f16c && !env_set("CATTN_NO_F16C")) cattn_kernels_avx2_f16c(kt);
+    if (cpu->f16c && !env_set("CATTN_NO_F16C")) {
+        cattn_kernels_avx2_f16c(kt);
+        cattn_attn_avx2_f16c(kt);
+    }
 }
 static void fill_avx2(cattn_dispatch_t *kt, const cattn_cpu *cpu)
 {

@@ -19,6 +19,10 @@
  *   cache[((b*Hk + k)*max_len + start + t)*D + d] = src[(b*L + t)*rs + k*D + d]
  *   for b < B, k < Hk, t < L, d < D (cache (B, Hk, max_len, D) contiguous).
  *
+ * cattn_kv_append_f32_h: the same into a float16 cache, each value
+ *   rounded to nearest-even (cattn_f2h); returns the count of finite values
+ *   that became infinities.
+ *
  * cattn_gate_mul_f32 (GatedMLP's act(gate) * up, the act already applied):
  *   g[r*n + i] = g[r*n + i] * u[r*rs + i]      g (T, n) contiguous
  */
@@ -53,6 +57,24 @@ void cattn_kv_append_f32(float *cache, int64_t B, int64_t Hk, int64_t max_len, i
             for (int64_t t = 0; t < L; t++)
                 memcpy(cache + ((b * Hk + k) * max_len + start + t) * D,
                        src + (b * L + t) * rs + k * D, sizeof(float) * (size_t)D);
+}
+
+int64_t cattn_kv_append_f32_h(uint16_t *cache, int64_t B, int64_t Hk, int64_t max_len, int64_t D,
+                              int64_t start, const float *src, int64_t L, int64_t rs)
+{
+    int64_t over = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t k = 0; k < Hk; k++)
+            for (int64_t t = 0; t < L; t++) {
+                uint16_t *CATTN_RESTRICT dst = cache + ((b * Hk + k) * max_len + start + t) * D;
+                const float *CATTN_RESTRICT x = src + (b * L + t) * rs + k * D;
+                for (int64_t d = 0; d < D; d++) {
+                    const uint16_t h = cattn_f2h(x[d]);
+                    over += (h & 0x7FFFu) == 0x7C00u && x[d] - x[d] == 0.0f;   /* finite -> inf */
+                    dst[d] = h;
+                }
+            }
+    return over;
 }
 
 void cattn_gate_mul_f32(float *g, const float *u, int64_t rows, int64_t n, int64_t rs)

@@ -237,6 +237,10 @@ typedef struct {
     void (*decode_task)(const cattn_attn_run *r, int64_t u, int64_t c, void *work);
     /* decode: the partials of row `row` of unit u into O; work: Ev doubles */
     void (*decode_combine)(const cattn_attn_run *r, int64_t u, int64_t row, void *work);
+    /* decode_task over a float16 K and V (uint16_t, IEEE binary16; float
+     * only, NULL for double): the bits decode_task gives on the widened
+     * float32 values (attention_decode_tmpl.h) */
+    void (*decode_task_h)(const cattn_attn_run *r, int64_t u, int64_t c, void *work);
 } cattn_attn_kernels;
 
 typedef struct {
@@ -292,6 +296,9 @@ void cattn_kernels_avx2(cattn_dispatch_t *kt);
  * (int4, int8g, int6g) that widen float16 scales by vcvtph2ps in place of
  * AVX2's own, entry by entry where the table holds those (same bits) */
 void cattn_kernels_avx2_f16c(cattn_dispatch_t *kt);
+/* kernels/avx2/attention_h_f16c.c: where the CPU has F16C, the float16-cache
+ * decode task that widens by vcvtph2ps (same bits) */
+void cattn_attn_avx2_f16c(cattn_dispatch_t *kt);
 /* vnni: the CPU has AVX512_VNNI (the int8 kernel then uses vpdpbusd) */
 void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni);
 #endif

@@ -9,7 +9,7 @@ import sys
 
 def add_command(sub):
     from . import add_threads_option
-    from .models import add_weights_option
+    from .models import add_kv_dtype_option, add_weights_option
     p = sub.add_parser("chat", help="chat with a Llama / Qwen2 model (GGUF file or folder) "
                                     "in the terminal, streaming the replies")
     p.add_argument("path", metavar="MODEL", help="GGUF file, or a Hugging Face folder with "
@@ -21,6 +21,7 @@ def add_command(sub):
     p.add_argument("--top-p", type=float, default=None, metavar="P")
     p.add_argument("--seed", type=int, default=None, metavar="S")
     add_weights_option(p, gguf=True)
+    add_kv_dtype_option(p)
     add_threads_option(p)
     p.set_defaults(func=_chat)
 
@@ -32,7 +33,8 @@ def _chat(args, stdin=None, stdout=None):
     try:
         if args.threads is not None:
             cattn.set_num_threads(args.threads)
-        lm = CausalLM.from_pretrained(args.path, weights=args.weights)
+        lm = CausalLM.from_pretrained(args.path, weights=args.weights,
+                                      kv_dtype=args.kv_dtype)
         lm.text_tokenizer()
         if not lm.chat_template:
             raise ValueError(f"{args.path} has no chat template (tokenizer.chat_template or "

@@ -6,7 +6,7 @@ import sys
 
 def add_command(sub):
     from . import add_threads_option
-    from .models import add_weights_option
+    from .models import add_kv_dtype_option, add_weights_option
     p = sub.add_parser("generate", help="continue a prompt with a Llama / Qwen2 / GPT-2 "
                                         "checkpoint folder (streams the text)")
     p.add_argument("path", metavar="PATH", help="Hugging Face checkpoint folder (config.json, "
@@ -20,6 +20,7 @@ def add_command(sub):
     p.add_argument("--top-p", type=float, default=None, metavar="P")
     p.add_argument("--seed", type=int, default=None, metavar="S")
     add_weights_option(p, gguf=True)
+    add_kv_dtype_option(p)
     add_threads_option(p)
     p.set_defaults(func=_generate)
 
@@ -30,7 +31,8 @@ def _generate(args):
     try:
         if args.threads is not None:
             cattn.set_num_threads(args.threads)
-        lm = CausalLM.from_pretrained(args.path, weights=args.weights)
+        lm = CausalLM.from_pretrained(args.path, weights=args.weights,
+                                      kv_dtype=args.kv_dtype)
         sample = any(v is not None for v in (args.temperature, args.top_k, args.top_p))
         pieces = lm.generate(args.prompt, max_new_tokens=args.max_new_tokens, do_sample=sample,
                              temperature=1.0 if args.temperature is None else args.temperature,

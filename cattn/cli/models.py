@@ -20,6 +20,14 @@ def add_weights_option(p, gguf=False):
                         "bytes, less exact; see docs/formats.md)" + keep)
 
 
+def add_kv_dtype_option(p):
+    """--kv-dtype: the LLM's KV caches' dtype (CausalLM.kv_dtype)."""
+    p.add_argument("--kv-dtype", choices=["float32", "float16"], default="float32",
+                   help="the KV cache's dtype: float32 (default) or float16 (half its memory "
+                        "and the bytes a decode step reads from it; keys and values rounded "
+                        "to float16, as llama.cpp's default cache)")
+
+
 def _common(p):
     from . import add_threads_option
     p.add_argument("--model", metavar="DIR", default=None,

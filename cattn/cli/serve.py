@@ -7,7 +7,7 @@ import sys
 
 def add_command(sub):
     from . import add_threads_option
-    from .models import add_weights_option
+    from .models import add_kv_dtype_option, add_weights_option
     p = sub.add_parser("serve", help="serve embeddings and chat over HTTP (OpenAI's API; "
                                      "needs pip install 'cattn[server]')")
     p.add_argument("--embed", metavar="MODEL", default=None,
@@ -17,6 +17,7 @@ def add_command(sub):
     p.add_argument("--llm", metavar="MODEL", default=None,
                    help="decoder LLM: a Hugging Face folder or a GGUF file")
     add_weights_option(p, gguf=True)
+    add_kv_dtype_option(p)
     p.add_argument("--embed-weights", choices=["float32", "bfloat16", "int8"],
                    default="float32", help="the encoder's weight format (default float32)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -71,7 +72,7 @@ def _serve(args):
     if args.no_embed and args.llm is None:
         return fail("--no-embed without --llm leaves nothing to serve")
     a = app(embed=None if args.no_embed else args.embed, llm=args.llm, weights=args.weights,
-            embed_weights=args.embed_weights,
+            embed_weights=args.embed_weights, kv_dtype=args.kv_dtype,
             api_key=key, slots=args.slots, max_queue=args.max_queue, threads=args.threads,
             context=args.context, max_body=args.max_body, cors_origin=args.cors_origin,
             load_embed_default=load_default)

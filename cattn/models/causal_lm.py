@@ -52,6 +52,9 @@ from .tokenizer import TextTokenizer
 
 __all__ = ["CausalLM", "LLMConfig", "SUPPORTED_ARCHITECTURES"]
 
+# the KV caches' dtypes (CausalLM.kv_dtype)
+KV_DTYPES = ("float32", "float16")
+
 # ----------------------------------------------------------------------------
 # the model
 
@@ -92,6 +95,7 @@ class CausalLM(nn.Module):
         self.chat_template, self.chat_special = None, {}      # chat.py renders the template
         self.generation_config = {}
         self.stats = {}
+        self._kv_dtype = np.dtype(np.float32)
 
     def _norm(self):
         c = self.config
@@ -111,7 +115,7 @@ class CausalLM(nn.Module):
     # -- loading
 
     @classmethod
-    def from_pretrained(cls, path, weights=None):
+    def from_pretrained(cls, path, weights=None, kv_dtype="float32"):
         """Load a GGUF file (llama.cpp's format: `llama` and `qwen2`
         architectures, every tensor type cattn.models.GGUFFile reads, its
         values exactly as ggml dequantizes them; no tokenizer yet: token ids
@@ -127,7 +131,11 @@ class CausalLM(nn.Module):
         linear weight (and a tied output projection) in the narrowest format
         holding the file's values exactly: Q4_0 / Q4_1 / Q4_K tensors in
         "int4", BF16 in "bfloat16", the others in "float32" (a fused weight,
-        q|k|v or gate|up, takes the narrowest format holding all its pieces)."""
+        q|k|v or gate|up, takes the narrowest format holding all its pieces).
+        kv_dtype: the KV caches' dtype, "float32" or "float16" (kv_dtype)."""
+        if not isinstance(kv_dtype, str) or kv_dtype not in KV_DTYPES:
+            raise ValueError(f"CausalLM.from_pretrained: kv_dtype must be one of "
+                             f"{', '.join(map(repr, KV_DTYPES))}, got {show(kv_dtype)}")
         keep_file = weights is None and os.path.isfile(os.fspath(path))
         weights = check_weights("float32" if weights is None else weights,
                                 "CausalLM.from_pretrained")
@@ -166,6 +174,7 @@ class CausalLM(nn.Module):
         pack(model, weights)
         if not keep_file:
             model.pack_output(weights)
+        model.kv_dtype = kv_dtype
         return model._with_generation_files(path)
 
     def _pack_exact(self, ckpt, keys):
@@ -380,8 +389,27 @@ class CausalLM(nn.Module):
                                  f"positions; {shape[1]} more do not fit")
 
     def new_caches(self, batch, max_len):
-        """One empty cattn.KVCache (batch, Hk, max_len, D) per layer."""
-        return [layer.self_attn.new_cache(batch, max_len) for layer in self.layers]
+        """One empty cattn.KVCache (batch, Hk, max_len, D) per layer, of
+        kv_dtype."""
+        return [layer.self_attn.new_cache(batch, max_len, self.kv_dtype)
+                for layer in self.layers]
+
+    @property
+    def kv_dtype(self):
+        """The KV caches' dtype (new_caches, generate, chat, cattn serve's
+        slots): "float32" (the default) or "float16" — half the cache's
+        memory and half the bytes a decode step reads from it (llama.cpp's
+        default), each key and value rounded to float16 (relative error <=
+        2^-11) and attended as its widened float32 value; a key or value
+        that overflows float16 (|x| >= 65520) is an error, not an inf."""
+        return str(self._kv_dtype)
+
+    @kv_dtype.setter
+    def kv_dtype(self, value):
+        if not isinstance(value, str) or value not in KV_DTYPES:
+            raise ValueError(f"CausalLM: kv_dtype must be one of "
+                             f"{', '.join(map(repr, KV_DTYPES))}, got {show(value)}")
+        self._kv_dtype = np.dtype(value)
 
     def step_logits(self, ids, positions, caches, mask=None, *, padded=False):
         """One forward step on KV caches, as generate runs it (the prompt,

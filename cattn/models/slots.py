@@ -25,7 +25,7 @@ __all__ = ["DecodeSlots"]
 class DecodeSlots:
     """N KV-cache slots of `lm` (a CausalLM), each holding up to `context`
     positions (prompt + generated). Memory: N x context x layers x 2 x Hk x
-    D float32."""
+    D values of lm.kv_dtype (4 bytes, or 2 for float16)."""
 
     def __init__(self, lm, slots, context):
         self.lm = lm

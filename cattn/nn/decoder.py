@@ -158,9 +158,12 @@ class CausalSelfAttention(Module):
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
                 f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}")
 
-    def new_cache(self, batch, max_len):
-        """An empty cattn.KVCache (batch, Hk, max_len, D) for this layer."""
-        return KVCache(batch, self.num_kv_heads, max_len, self.head_dim, self.dtype)
+    def new_cache(self, batch, max_len, dtype=None):
+        """An empty cattn.KVCache (batch, Hk, max_len, D) for this layer, in
+        dtype (None: the layer's; float16 for a float32 layer: a float16
+        cache, see KVCache)."""
+        return KVCache(batch, self.num_kv_heads, max_len, self.head_dim,
+                       self.dtype if dtype is None else dtype)
 
     def _qkv(self, x, positions, offset):
         """x (B, L, E) -> q (B, H, L, D), k, v (B, Hk, L, D) (views or, rotated,

@@ -35,6 +35,7 @@ from .positional import RotaryEmbedding
 __all__ = ["DecoderProgram", "decoder_program", "linear_entry"]
 
 _F32 = np.dtype(np.float32)
+_CACHE_KINDS = (_F32, np.dtype(np.float16))        # float32 or float16 KV caches
 _ACT = _ext.ACT_CODES
 # the description of each layer stack, valid while mutation_count() is unchanged
 _built = weakref.WeakKeyDictionary()
@@ -159,9 +160,12 @@ class DecoderProgram:
         if type(c0) is not KVCache:
             return None
         start, max_len, want = c0.length, c0.max_len, (B, s["Hk"], c0.max_len, s["D"])
+        kind = c0.k.dtype                                   # float32, or float16 caches
+        if kind not in _CACHE_KINDS:
+            return None
         for c in caches:
             if (type(c) is not KVCache or c.length != start or c.k.shape != want
-                    or c.v.shape != want or c.k.dtype != _F32 or c.v.dtype != _F32
+                    or c.v.shape != want or c.k.dtype != kind or c.v.dtype != kind
                     or not (c.k.flags.c_contiguous and c.v.flags.c_contiguous)):
                 return None
         if start + L > max_len or B * L == 0:
@@ -219,7 +223,8 @@ class DecoderProgram:
     def run_ragged(self, x, kcache, vcache, lengths):
         """A ragged decode step: x (B, 1, E) float32 C-contiguous, one new
         token per sequence, updated in place and returned; kcache, vcache:
-        per layer the (B, Hk, max_len, D) float32 key and value arrays;
+        per layer the (B, Hk, max_len, D) key and value arrays, float32 or
+        (all of them) float16;
         lengths (B,) ints: sequence b holds lengths[b] positions (its
         token's position; rotary and causal alike), gets its keys and
         values written there and attends to its first lengths[b] + 1.
@@ -240,8 +245,11 @@ class DecoderProgram:
             return None
         max_len = kcache[0].shape[2]
         want = (B, s["Hk"], max_len, s["D"])
+        kind = getattr(kcache[0], "dtype", None)
+        if kind not in _CACHE_KINDS:
+            return None
         for a in (*kcache, *vcache):
-            if not (type(a) is np.ndarray and a.dtype == _F32 and a.shape == want
+            if not (type(a) is np.ndarray and a.dtype == kind and a.shape == want
                     and a.flags.c_contiguous and a.flags.writeable):
                 return None
         if lens.min() < 0 or lens.max() >= max_len:

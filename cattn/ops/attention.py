@@ -108,8 +108,16 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
     a new (..., Hq, L, Ev) array (the caller copies it into `out`)."""
     weights = value is None
     q = as_float_array(query, "query", op)
-    k = as_float_array(key, "key", op)
-    v = None if weights else as_float_array(value, "value", op)
+    half = not weights and _float16(key) and _float16(value)   # a float16 KV cache's
+    if half:
+        if q.dtype != np.float32:
+            raise TypeError(f"{op}: float16 key and value (a float16 KV cache) need a float32 "
+                            f"query, got {q.dtype}")
+        k = native(key)
+        v = None if weights else native(value)
+    else:
+        k = as_float_array(key, "key", op)
+        v = None if weights else as_float_array(value, "value", op)
     arrays = (q, k) if weights else (q, k, v)
     for name, a in zip(("query", "key", "value"), arrays):
         if a.ndim < 2:
@@ -153,7 +161,7 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
     except ValueError:
         shapes = ", ".join(str(a.shape) for a in arrays)
         raise ValueError(f"{op}: batch/head dims of {shapes} do not broadcast") from None
-    dtype = result_dtype(*arrays)
+    dtype = np.dtype(np.float32) if half else result_dtype(*arrays)
     out_batch = batch + ((group,) if group > 1 else ())   # (..., H, group) or (..., Hq)
     full = (batch[:-1] + (Hq,) if group > 1 else batch)   # (..., Hq)
     scale = _scale(scale, E, dtype, op)
@@ -216,8 +224,9 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
 
     # ---- the operands, readable by the kernels
     Q = view_q(readable(q, dtype, True))
-    K = readable(k, dtype, True)
-    V = K if weights else readable(v, dtype, True)
+    kv_dtype = np.dtype(np.float16) if half else dtype
+    K = readable(k, kv_dtype, True)
+    V = K if weights else readable(v, kv_dtype, True)
     offq, rsq = _offsets(Q, out_batch)
     offk, rsk = _offsets(K, batch)
     offv, rsv = _offsets(V, batch)
@@ -226,6 +235,11 @@ def _prepare(op, query, key, value, attn_mask, is_causal, scale, enable_gqa,
                          (S - L) if causal_alignment == "lower_right" else 0, mkind,
                          offo, rso, offq, rsq, offk, rsk, offv, rsv, offm, rsm, csm)
     return plan, O, Q, K, V, mask
+
+
+def _float16(x):
+    """x is a float16 ndarray (a float16 KV cache's keys or values)."""
+    return isinstance(x, np.ndarray) and x.dtype == np.float16
 
 
 @functools.lru_cache(maxsize=512)
@@ -297,6 +311,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     enable_gqa: Hq a multiple of H, query head h uses kv head h // (Hq/H).
     A row with no key to attend to gives zeros; masked keys never
     contribute, even if their K or V holds NaN. dropout_p must be 0.
+    key and value may both be float16 with a float32 query (a float16 KV
+    cache): the result is, bit for bit, that of their widened float32 values.
     """
     if type(dropout_p) is not float or dropout_p != 0.0:
         if as_real(dropout_p, "dropout_p", _OP, finite=False) != 0.0:
@@ -332,7 +348,18 @@ def attention_weights(query, key, attn_mask=None, is_causal=False, *, scale=None
     return W
 
 
-_CACHE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_CACHE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16))
+
+
+def _cache_dtype(dtype, op):
+    """float32, float64, or float16 (a float16 cache: half the memory and
+    the bytes a decode step reads; attended by float32 queries)."""
+    try:
+        if np.dtype(dtype) == np.float16:
+            return np.dtype(np.float16)
+    except TypeError:
+        pass
+    return as_float_dtype(dtype, op)
 
 
 class KVCache:
@@ -347,11 +374,15 @@ class KVCache:
     Sizes are ints >= 0 (TypeError for another type, bool included;
     ValueError for a negative one); a cache too large for memory raises
     MemoryError (ValueError past what NumPy can describe) naming the sizes.
-    dtype float32 or float64 (TypeError otherwise)."""
+    dtype float32, float64 or float16 (TypeError otherwise): a float16
+    cache holds each appended value rounded to the nearest float16 (half the
+    memory, and half the bytes a decode step reads), is attended by float32
+    queries exactly as its values widened to float32 would be, and refuses
+    a finite value that would overflow it (|x| >= 65520) with ValueError."""
 
     def __init__(self, batch, kv_heads, max_len, head_dim, dtype=np.float32, value_dim=None):
         op = "KVCache"
-        dtype = as_float_dtype(dtype, op)
+        dtype = _cache_dtype(dtype, op)
         batch = as_int(batch, "batch", op)
         kv_heads = as_int(kv_heads, "kv_heads", op)
         max_len = as_int(max_len, "max_len", op)
@@ -427,16 +458,16 @@ class KVCache:
     @classmethod
     def of(cls, k, v, length=0):
         """A cache over existing arrays (no copy; views stay views): k
-        (B, H, max_len, E) and v (B, H, max_len, Ev), both float32 or both
-        float64, C-contiguous and writeable, their first `length` positions
+        (B, H, max_len, E) and v (B, H, max_len, Ev) of one dtype (float32,
+        float64 or float16), C-contiguous and writeable, their first `length` positions
         counted as filled. A slot of a batch of caches (rows b:b+1 of
         larger arrays) runs as a cache of its own."""
         op = "KVCache.of"
         for name, a in (("k", k), ("v", v)):
             if not (isinstance(a, np.ndarray) and a.ndim == 4 and a.dtype in _CACHE_DTYPES
                     and a.flags.c_contiguous and a.flags.writeable):
-                raise TypeError(f"{op}: {name} must be a writeable C-contiguous 4-D float32 or "
-                                f"float64 array, got {show(a)}")
+                raise TypeError(f"{op}: {name} must be a writeable C-contiguous 4-D float32, "
+                                f"float64 or float16 array, got {show(a)}")
         if v.shape[:3] != k.shape[:3] or v.dtype != k.dtype:
             raise ValueError(f"{op}: v {v.shape} {v.dtype} does not match k {k.shape} "
                              f"{k.dtype}")

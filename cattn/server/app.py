@@ -40,9 +40,9 @@ class ServerState:
     metrics and the load error, if any."""
 
     def __init__(self, embed, llm, weights, embed_weights, api_key, slots, max_queue, threads,
-                 context, max_body, load_embed_default):
+                 context, max_body, load_embed_default, kv_dtype="float32"):
         self.opts = dict(embed=embed, llm=llm, weights=weights, embed_weights=embed_weights,
-                         slots=slots,
+                         slots=slots, kv_dtype=kv_dtype,
                          max_queue=max_queue, threads=threads, context=context,
                          load_embed_default=load_embed_default)
         self.api_key = api_key
@@ -81,7 +81,8 @@ class ServerState:
                 lm = o["llm"]
                 path = lm if isinstance(lm, (str, os.PathLike)) else getattr(lm, "path", None)
                 if not isinstance(lm, CausalLM):
-                    lm = CausalLM.from_pretrained(lm, weights=o["weights"])
+                    lm = CausalLM.from_pretrained(lm, weights=o["weights"],
+                                                  kv_dtype=o["kv_dtype"])
                 self.gen = GenerationService(lm, _model_id(path or "llm"), self.metrics,
                                              self.engine, slots=o["slots"],
                                              context=o["context"], max_queue=o["max_queue"])
@@ -114,7 +115,7 @@ def _model_id(path):
 
 
 def app(embed=None, llm=None, *, weights=None, embed_weights="float32", api_key=None, slots=4,
-        max_queue=256,
+        max_queue=256, kv_dtype="float32",
         threads=None, context=2048, max_body=4 << 20, cors_origin=None,
         load_embed_default=None, ping_seconds=PING_SECONDS):
     """The ASGI app (run it with any ASGI server: `uvicorn.run(app(...))`).
@@ -123,17 +124,21 @@ def app(embed=None, llm=None, *, weights=None, embed_weights="float32", api_key=
     installed all-MiniLM-L6-v2 when no llm is given); llm: an LLM folder,
     a GGUF file or a CausalLM; weights: the LLM's format (None: the
     checkpoint's / file's); embed_weights: the encoder's (float32, bfloat16,
-    int8);
+    int8); kv_dtype: a loaded LLM's KV caches, "float32" or "float16"
+    (CausalLM.kv_dtype; a CausalLM given keeps its own);
     api_key: every /v1 route then needs `Authorization: Bearer KEY`;
     slots: sequences decoding together; max_queue: requests waiting per
     model before 429; threads: cattn's threads; context: positions per
     generation slot; max_body: request bytes (413 beyond); cors_origin:
     an origin (or list) allowed by CORS (none by default); ping_seconds: a
     `: ping` comment after this long without a streamed event."""
+    if kv_dtype not in ("float32", "float16"):
+        raise ValueError(f"cattn.server.app: kv_dtype must be 'float32' or 'float16', got "
+                         f"{kv_dtype!r}")
     if load_embed_default is None:
         load_embed_default = embed is None and llm is None
     st = ServerState(embed, llm, weights, embed_weights, api_key, slots, max_queue, threads,
-                     context, max_body, load_embed_default)
+                     context, max_body, load_embed_default, kv_dtype)
     st.ping_seconds = ping_seconds
     middleware = []
     if cors_origin:

@@ -10,6 +10,8 @@
  *   expsum(x, m, n)      x[s] = exp(x[s] - m), returns the sum (fixed order)
  *   pv_rows(o, p, V, rsv, n, Ev)  o[j] = sum over s with p[s] != 0 of p[s] V[s][j]
  *   expf1(x)             scalar exp with vexp.h semantics
+ *   dot_rows_h, pv_rows_h (optional, T = float): dot_rows and pv_rows over
+ *       float16 K / V rows (uint16_t), for the float16-cache decode task
  *
  * Shapes (legend: L queries, S keys, E head dim, Ev value dim; a "unit" is
  * one (batch, kv head) with `group` query heads):
@@ -389,77 +391,18 @@ static void FN(attn_flash_task)(const cattn_attn_run *run, int64_t uq, int64_t q
     else FN(attn_output_rows)(&t, run);
 }
 
-/* Decode: a unit's group*L query rows (few) over key chunk c. Partials:
- * part[(u*nch + c)*rows + r] = {m, l, Ohat[Ev]} with Ohat = P V / l, the
- * chunk's normalized output (a convex combination of V rows: no overflow).
- * Scores of all rows are taken per block of 16 keys while those K rows sit
- * in L1; keys with zero weight are skipped in P·V, so NaN in masked or
- * padded cache slots never leaks.
- * work: rows x (E + CHUNK) scaled queries and scores. */
-static void FN(attn_decode_task)(const cattn_attn_run *run, int64_t u, int64_t c, void *work_)
-{
-    const cattn_attn_args *g = run->a;
-    const int64_t nch = run->nch;
-    T *part = (T *)run->part, *work = (T *)work_;
-    const int64_t E = g->E, Ev = g->Ev, L = g->L, rows = g->group * L;
-    const int64_t s0 = c * CATTN_DECODE_CHUNK;
-    const int64_t S = g->slen ? g->slen[u] : g->S;     /* this unit's keys */
-    if (s0 >= S) {                  /* a ragged step's unit without chunk c: weight 0 */
-        for (int64_t r = 0; r < rows; r++) {
-            T *pr = part + ((u * nch + c) * rows + r) * (2 + Ev);
-            pr[0] = -(T)INFINITY;
-            pr[1] = 0;
-        }
-        return;
-    }
-    const int64_t n = cattn_min64(CATTN_DECODE_CHUNK, S - s0);
-    const int64_t ldq = cattn_round_up(E, 16);
-    const T *K = (const T *)g->K + g->offk[u] + s0 * g->rsk;
-    const T *V = (const T *)g->V + g->offv[u] + s0 * g->rsv;
-    T *qs = work, *sc = work + rows * ldq;
-    const T ninf = -(T)INFINITY;
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t gi = r / L, i = r % L, uq = u * g->group + gi;
-        const T *q = (const T *)g->Q + g->offq[uq] + i * g->rsq;
-        for (int64_t e = 0; e < E; e++) qs[r * ldq + e] = q[e] * (T)g->scale;
-    }
-    for (int64_t sb = 0; sb < n; sb += CATTN_DECODE_KEY_BLOCK)            /* scores */
-        for (int64_t r = 0; r < rows; r++)
-            dot_rows(sc + r * CATTN_DECODE_CHUNK + sb, qs + r * ldq, K + sb * g->rsk, g->rsk,
-                     cattn_min64(CATTN_DECODE_KEY_BLOCK, n - sb), E);
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t gi = r / L, i = r % L, uq = u * g->group + gi;
-        T *scr = sc + r * CATTN_DECODE_CHUNK;
-        T *pr = part + ((u * nch + c) * rows + r) * (2 + Ev);
-        int64_t lim = n;                                    /* causal limit */
-        if (g->causal) lim = cattn_max64(0, cattn_min64(n, i + g->shift + 1 - s0));
-        for (int64_t s = lim; s < n; s++) scr[s] = ninf;
-        if (g->mkind == CATTN_MASK_BOOL) {
-            const uint8_t *mk = (const uint8_t *)g->mask + g->offm[uq] + i * g->rsm + s0 * g->csm;
-            for (int64_t s = 0; s < n; s++) if (!mk[s * g->csm]) scr[s] = ninf;
-        } else if (g->mkind == CATTN_MASK_ADD) {
-            const T *mk = (const T *)g->mask + g->offm[uq] + i * g->rsm + s0 * g->csm;
-            for (int64_t s = 0; s < n; s++) {
-                const T v = mk[s * g->csm];
-                scr[s] = v == ninf ? ninf : scr[s] + v;
-            }
-        }
-        T mx = ninf;
-        for (int64_t s = 0; s < n; s++) mx = scr[s] > mx || scr[s] != scr[s] ? scr[s] : mx;
-        const T mu = mx == ninf ? (T)0 : mx;
-        const T l = expsum(scr, mu, n);                     /* P = exp(S - m) */
-        pr[0] = mx;
-        pr[1] = l;
-        if (l != (T)0) {                                    /* P / l (NaN l: NaN) */
-            const T r_ = (T)1 / l;
-            for (int64_t s = 0; s < n; s++) scr[s] *= r_;
-        }
-        /* Ohat = P V / l; with one chunk it is the output itself (the
-         * combine's weight is exactly 1, or 0 with Ohat = 0: same bits) */
-        T *o = nch == 1 ? (T *)g->O + g->offo[uq] + i * g->rso : pr + 2;
-        pv_rows(o, scr, V, g->rsv, n, Ev);
-    }
-}
+#define DKT T
+#define DNAME attn_decode_task
+#define DDOT dot_rows
+#define DPV pv_rows
+#include "attention_decode_tmpl.h"
+#ifdef dot_rows_h                     /* float16 K and V (a float16 KV cache), T = float */
+#define DKT uint16_t
+#define DNAME attn_decode_task_h
+#define DDOT dot_rows_h
+#define DPV pv_rows_h
+#include "attention_decode_tmpl.h"
+#endif
 
 /* Combine the decode partials of row r of unit u, in chunk order, in double
  * (not called with one chunk: the task wrote O)
@@ -560,9 +503,17 @@ static void FN(attn_scan_v)(const cattn_attn_run *run, int64_t u, int64_t b)
 /* this ISA's entries for the dispatch table */
 const cattn_attn_kernels CATTN_CAT3(cattn_attn, PATH, SFX) = {
     BR, BC, NR, FN(attn_task_scratch), FN(attn_scan_v), FN(attn_flash_task),
-    FN(attn_decode_task), FN(attn_decode_combine)};
+    FN(attn_decode_task), FN(attn_decode_combine),
+#ifdef dot_rows_h
+    FN(attn_decode_task_h)
+#else
+    NULL
+#endif
+};
 
 #undef pack_qt
+#undef dot_rows_h
+#undef pv_rows_h
 #undef MR
 #undef NR
 #undef BR

@@ -193,6 +193,14 @@ def test_cli_generate_and_chat(tmp_path):
                        cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("hi there" + cont)
+    lm.kv_dtype = "float16"                          # --kv-dtype float16: that model's text
+    cont16 = lm.generate("hi there", max_new_tokens=4)
+    r = subprocess.run([sys.executable, "-m", "cattn", "generate", path, "hi there",
+                        "--max-new-tokens", "4", "--kv-dtype", "float16"], capture_output=True,
+                       text=True, timeout=120, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("hi there" + cont16)
+    lm.kv_dtype = "float32"
     r = subprocess.run([sys.executable, "-m", "cattn", "chat", path, "--max-new-tokens", "5"],
                        input="hi\n/reset\nhi\n", capture_output=True, text=True, timeout=120,
                        cwd=str(tmp_path))

@@ -39,10 +39,12 @@ def _alone(lm, prompt, tokens):
     return out
 
 
-@pytest.mark.parametrize("name,weights", [("gqa", None), ("gqa", "int8"), ("gqa", "int4"),
-                                          ("gqa", "bfloat16"), ("wide", None)])
-def test_ragged_step_rows_equal_each_sequence_alone(files, name, weights):
-    lm = CausalLM.from_pretrained(files[name], weights=weights)
+@pytest.mark.parametrize("name,weights,kv", [
+    ("gqa", None, "float32"), ("gqa", "int8", "float32"), ("gqa", "int4", "float32"),
+    ("gqa", "bfloat16", "float32"), ("wide", None, "float32"),
+    ("gqa", None, "float16"), ("wide", "int4", "float16")])      # float16 KV caches
+def test_ragged_step_rows_equal_each_sequence_alone(files, name, weights, kv):
+    lm = CausalLM.from_pretrained(files[name], weights=weights, kv_dtype=kv)
     V = lm.config.vocab_size
     rng = np.random.default_rng(0)
     lengths = [1, 5, 255, 256, 300, 40]            # 255 / 256: the chunk edge after a step

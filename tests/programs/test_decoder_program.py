@@ -108,6 +108,45 @@ def test_program_equals_the_layers_bit_for_bit(name, fmt, program_steps, monkeyp
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("fmt", [None, "int4"], ids=lambda f: f or "plain")
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_float16_caches_program_equals_the_layers_bit_for_bit(name, fmt, program_steps,
+                                                              monkeypatch):
+    """kv_dtype="float16": the program's C append (cattn_kv_append_f32_h)
+    rounds as NumPy's astype(float16) does in KVCache.append, and its
+    attention over the float16 caches gives what the layers' (SDPA on the
+    float16 keys and values) gives; tokens, logits and cached keys alike."""
+    lm = _model(name, fmt)
+    lm.kv_dtype = "float16"
+    ref = _run(lm, False, monkeypatch)
+    assert not program_steps
+    got = _run(lm, True, monkeypatch)
+    assert program_steps
+    for a, b in zip(got[0], ref[0]):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(got[1], ref[1]):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(got[2], ref[2]):
+        assert a.dtype == b.dtype == np.float16
+        np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
+
+
+def test_float16_cache_overflow_is_an_error(monkeypatch):
+    """A key that overflows float16 is a ValueError on both paths, and the
+    caches' lengths do not count the failed step."""
+    lm = _model("gpt2", None)
+    lm.kv_dtype = "float16"
+    lm.layers[0].self_attn.qkv_proj.bias[...] = 1e5           # every key / value
+    for use_program in (True, False):
+        with monkeypatch.context() as m:
+            if not use_program:
+                m.setattr(causal_lm, "decoder_program", lambda layers: None)
+            caches = lm.new_caches(1, 8)
+            with pytest.raises(ValueError, match="overflow"):
+                lm.forward(np.array([[1, 2, 3]]), caches=caches)
+            assert caches[0].length == 0
+
+
 @pytest.mark.parametrize("fmt", ["float32", "int8"])
 def test_program_bits_do_not_depend_on_threads(fmt, monkeypatch):
     lm = _model("qwen2", fmt)

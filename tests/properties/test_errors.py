@@ -343,8 +343,9 @@ def test_kv_cache_too_large_for_memory(name):
 
 def test_kv_cache_dtype():
     _raises_clearly(lambda: cattn.KVCache(1, 1, 4, 4, dtype="foo"), "dtype", allowed=TypeError)
-    _raises_clearly(lambda: cattn.KVCache(1, 1, 4, 4, dtype=np.float16), "float16",
+    _raises_clearly(lambda: cattn.KVCache(1, 1, 4, 4, dtype=np.int16), "int16",
                     allowed=TypeError)
+    assert cattn.KVCache(1, 1, 4, 4, dtype=np.float16).k.dtype == np.float16   # a float16 cache
     c = cattn.KVCache(np.int64(1), np.uint8(1), 4, 4, value_dim=np.int32(2))
     assert c.v.shape == (1, 1, 4, 2) and c.k.flags.aligned
 

@@ -9,6 +9,8 @@
  * dot_rows: cattn_dotn_avx2_* from gemm.c (8 keys per pass);
  * pack_qt: cattn_pack_t16_avx2_f32 from gemm.c (8x8 register transposes);
  * expsum / pv_rows: the decode path's exp-sum and register-blocked P·V.
+ * dot_rows_h / pv_rows_h: the same over a float16 KV cache (attn_rows_h.h;
+ *   attention_h_f16c.c's copy of the task widens with F16C instead).
  */
 #include "../../dispatch.h"
 
@@ -16,10 +18,15 @@
 #include "kernels.h"
 #include "ukr.h"
 #include "attn_rows.h"
+#define HNAME(f) f##_avx2                  /* the float16-cache helpers, integer widening */
+#include "attn_rows_h.h"
+#undef HNAME
 
 #define PATH avx2
 #define T float
 #define SFX f32
+#define dot_rows_h dotn_h_avx2
+#define pv_rows_h pv_rows_h_avx2
 #define ukr ukr_avx2_f32_inl
 #define expsub expsub_avx2_f32
 #define dot_rows cattn_dotn_avx2_f32

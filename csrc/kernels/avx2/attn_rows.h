@@ -60,36 +60,16 @@ static inline double expsum_avx2_f64(double *x, double m, int64_t n)
     return sum;
 }
 
-/* o[j] = sum_{p[s] != 0} p[s] V[s][j]: 64 (32) columns in 8 ymm registers
- * per pass over the keys; column tail in plain C */
-static inline void pv_rows_avx2_f32(float *o, const float *p, const float *V, int64_t rsv,
-                                    int64_t n, int64_t Ev)
-{
-    int64_t j = 0;
-    for (; j + 64 <= Ev; j += 64) {
-        __m256 a[8];
-        for (int t = 0; t < 8; t++) a[t] = _mm256_setzero_ps();
-        for (int64_t s = 0; s < n; s++) {
-            const float *vs = V + s * rsv + j;
-            if (p[s] == 0.0f) continue;
-            const __m256 ps = _mm256_broadcast_ss(p + s);
-            for (int t = 0; t < 8; t++) a[t] = _mm256_fmadd_ps(ps, _mm256_loadu_ps(vs + 8 * t), a[t]);
-        }
-        for (int t = 0; t < 8; t++) _mm256_storeu_ps(o + j + 8 * t, a[t]);
-    }
-    for (; j + 8 <= Ev; j += 8) {
-        __m256 a = _mm256_setzero_ps();
-        for (int64_t s = 0; s < n; s++)
-            if (p[s] != 0.0f) a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + s), _mm256_loadu_ps(V + s * rsv + j), a);
-        _mm256_storeu_ps(o + j, a);
-    }
-    for (; j < Ev; j++) {                                               /* tail */
-        float a = 0;
-        for (int64_t s = 0; s < n; s++) if (p[s] != 0.0f) a += p[s] * V[s * rsv + j];
-        o[j] = a;
-    }
-}
+/* o[j] = sum_{p[s] != 0} p[s] V[s][j]: kv_rows_tmpl.h's loop on float32 rows
+ * (64 columns in 8 ymm registers per pass over the keys; its float16 copy:
+ * attn_rows_h.h) */
+#define KV_T float
+#define KV_LOAD8(p) _mm256_loadu_ps(p)
+#define KV_LOAD1(x) (x)
+#define KV_PV pv_rows_avx2_f32
+#include "kv_rows_tmpl.h"
 
+/* the same for double: 32 columns in 8 ymm registers per pass */
 static inline void pv_rows_avx2_f64(double *o, const double *p, const double *V, int64_t rsv,
                                     int64_t n, int64_t Ev)
 {

@@ -33,41 +33,18 @@ void cattn_ukr_avx2_f64(int64_t k, const double *a, int64_t lak, int64_t lai,
 
 /* Multi-row dot products (GEMV with a transposed matrix; attention decode):
  *   out[s] = q[0:E] · K[s*rsk : s*rsk+E]   for s < n
- * q: (E,) contiguous; K: (n, E) rows contiguous, row stride rsk. */
-/* out[s] = q · K[s]: 4 keys per pass; E tail handled by scalar adds */
+ * q: (E,) contiguous; K: (n, E) rows contiguous, row stride rsk:
+ * kv_rows_tmpl.h's loop on float32 rows (its float16 copy: attn_rows_h.h). */
+#define KV_T float
+#define KV_LOAD8(p) _mm256_loadu_ps(p)
+#define KV_LOAD1(x) (x)
+#define KV_DOTN dotn_f32_rows
+#include "kv_rows_tmpl.h"
+
 void cattn_dotn_avx2_f32(float *out, const float *q, const float *K, int64_t rsk,
                          int64_t n, int64_t E)
 {
-    const int64_t E8 = E & ~(int64_t)7;
-    int64_t s = 0;
-    for (; s + 8 <= n; s += 8) {                        /* 8 keys: 8 FMA chains */
-        const float *k0 = K + s * rsk;
-        __m256 a[8];
-        for (int r = 0; r < 8; r++) a[r] = _mm256_setzero_ps();
-        for (int64_t e = 0; e < E8; e += 8) {
-            const __m256 qv = _mm256_loadu_ps(q + e);
-            for (int r = 0; r < 8; r++)
-                a[r] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + r * rsk + e), a[r]);
-        }
-        __m256 sums = hsum8_ps(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
-        if (E8 < E) {                                                    /* tail */
-            float t[8];
-            _mm256_storeu_ps(t, sums);
-            for (int r = 0; r < 8; r++)
-                for (int64_t e = E8; e < E; e++) t[r] += q[e] * k0[r * rsk + e];
-            sums = _mm256_loadu_ps(t);
-        }
-        _mm256_storeu_ps(out + s, sums);
-    }
-    for (; s < n; s++) {
-        const float *k0 = K + s * rsk;
-        __m256 a0 = _mm256_setzero_ps();
-        for (int64_t e = 0; e < E8; e += 8)
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + e), _mm256_loadu_ps(k0 + e), a0);
-        float r0 = hsum_ps(a0);
-        for (int64_t e = E8; e < E; e++) r0 += q[e] * k0[e];
-        out[s] = r0;
-    }
+    dotn_f32_rows(out, q, K, rsk, n, E);
 }
 
 void cattn_dotn_avx2_f64(double *out, const double *q, const double *K, int64_t rsk,

@@ -159,5 +159,8 @@ void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
     kt->exp_f64 = cattn_exp_avx512_f64;
     kt->attn_f32 = cattn_attn_avx512_f32;
     kt->attn_f64 = cattn_attn_avx512_f64;
+    /* the float16-cache decode: AVX2's (this path's float32 decode runs
+     * AVX2's row helpers too: the same bits) */
+    kt->attn_f32.decode_task_h = cattn_attn_avx2_f32.decode_task_h;
 }
 #endif
