@@ -190,13 +190,24 @@ def int4_unpanel(data, N, K):
 
 
 def _group_panels(a, N):
-    """(N, G) per output and group -> (P, G, 16) panels of a's dtype (0 past N), read-only."""
+    """(N, G) per output and group -> (P, G, 16) panels of a's dtype (0 past N), read-only
+    (written in place: no padded copy of a beside the panels)."""
     P, G = -(-N // _Q4_NR), a.shape[1]
-    full = np.zeros((P * _Q4_NR, G), a.dtype)
-    full[:N] = a
-    out = np.ascontiguousarray(full.reshape(P, _Q4_NR, G).transpose(0, 2, 1)).reshape(-1)
+    out = np.empty((P, G, _Q4_NR), a.dtype)
+    n0 = N // _Q4_NR
+    out[:n0] = a[:n0 * _Q4_NR].reshape(n0, _Q4_NR, G).transpose(0, 2, 1)
+    if n0 < P:                                          # the last panel: rows past N are 0
+        out[n0] = 0
+        out[n0, :, :N - n0 * _Q4_NR] = a[n0 * _Q4_NR:].T
+    out = out.reshape(-1)
     out.flags.writeable = False
     return out
+
+
+def _all_finite(a, rows=1 << 14):
+    """Every value of a float array (N, ...) is finite: checked a block of rows
+    at a time (no full-size temporary)."""
+    return all(np.isfinite(a[r:r + rows]).all() for r in range(0, max(len(a), 1), rows))
 
 
 def _group_unpanel(a, N, G):
@@ -497,7 +508,7 @@ class _Int4(WeightFormat):
             if a is None and name == "min":
                 continue
             if (a is None or a.dtype not in (np.float32, np.float16) or a.shape != (N, G)
-                    or not np.all(np.isfinite(a))):
+                    or not _all_finite(a)):
                 raise ValueError(f"{op}: an int4 weight needs {name!r}: finite float32 or "
                                  f"float16 of shape ({N}, {G}) (per output and group of 32), "
                                  f"got {show(a)}")
@@ -573,11 +584,16 @@ def int8g_unpanel(data, N, K):
 
 
 def _sub_panels(s, N):
-    """(N, 2G) int8 sub-scales -> (P, G, 2, 16) panels (0 past N), read-only."""
+    """(N, 2G) int8 sub-scales -> (P, G, 2, 16) panels (0 past N), read-only (written
+    in place, as _group_panels)."""
     P, G2 = -(-N // _Q4_NR), s.shape[1]
-    full = np.zeros((P * _Q4_NR, G2), np.int8)
-    full[:N] = s
-    out = np.ascontiguousarray(full.reshape(P, _Q4_NR, G2 // 2, 2).transpose(0, 2, 3, 1)).reshape(-1)
+    out = np.empty((P, G2 // 2, 2, _Q4_NR), np.int8)
+    n0 = N // _Q4_NR
+    out[:n0] = s[:n0 * _Q4_NR].reshape(n0, _Q4_NR, G2 // 2, 2).transpose(0, 2, 3, 1)
+    if n0 < P:
+        out[n0] = 0
+        out[n0, :, :, :N - n0 * _Q4_NR] = s[n0 * _Q4_NR:].reshape(-1, G2 // 2, 2).transpose(1, 2, 0)
+    out = out.reshape(-1)
     out.flags.writeable = False
     return out
 
