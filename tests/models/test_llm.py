@@ -232,6 +232,45 @@ def test_float16_kv_cache_decoding_near_transformers(ckpts, models, name):
         lm.kv_dtype = "bfloat16"
 
 
+@pytest.mark.parametrize("name", ["llama", "qwen2_sharded", "gpt2"])
+def test_prompts_run_in_chunks_match_transformers(ckpts, models, name, monkeypatch):
+    """Prompts longer than PREFILL_CHUNK go through the caches a chunk at a
+    time (here 3 positions: every prompt is cut, a padded batch too): the
+    prompt's last logits are transformers' full forward's, within the float32
+    bar, and greedy tokens equal transformers' single and batched; prefill()
+    (the server's) gives generate's first logits bit for bit."""
+    from cattn.models import causal_lm
+    monkeypatch.setattr(causal_lm, "PREFILL_CHUNK", 3)
+    widths = []
+    layers = causal_lm.CausalLM._layers
+
+    def spy(self, x, *args):
+        widths.append(x.shape[1])
+        return layers(self, x, *args)
+    monkeypatch.setattr(causal_lm.CausalLM, "_layers", spy)
+    lm, hf = models[name], ckpts[name][1]
+    ids, mask = _left_pad(PROMPTS)
+    pos = np.maximum(np.cumsum(mask, 1) - 1, 0)
+    with torch.no_grad():
+        ref = hf(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                 position_ids=torch.from_numpy(pos)).logits.numpy()[:, -1]
+    caches = lm.new_caches(3, ids.shape[1] + 1)
+    got = lm.step_logits(ids, pos, caches, causal_lm.nn.causal_mask(mask.astype(bool),
+                                                                    ids.shape[1]), padded=True)
+    assert caches[0].length == ids.shape[1] and widths == [3, 3, 3, 1]   # 10 positions
+    assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
+    single = lm.generate(PROMPTS[0], max_new_tokens=N_NEW, eos_token_id=EOS)
+    assert single.tolist() == _hf_greedy(hf, PROMPTS[:1])[0]
+    batched = lm.generate(PROMPTS, max_new_tokens=N_NEW, eos_token_id=EOS)
+    assert [b.tolist() for b in batched] == _hf_greedy(hf, PROMPTS)
+    c1 = lm.new_caches(1, 16)
+    first = lm.prefill(PROMPTS[2], c1)
+    c2 = lm.new_caches(1, 16)
+    want = lm.step_logits(np.asarray([PROMPTS[2]]), None, c2, None)[0]
+    np.testing.assert_array_equal(first, want)
+    np.testing.assert_array_equal(c1[0].keys, c2[0].keys)
+
+
 def test_greedy_equals_argmax_of_full_forward(models):
     lm = models["llama3_tied_bf16"]
     got = lm.generate(PROMPTS[1], max_new_tokens=12, eos_token_id=[])
