@@ -35,7 +35,7 @@ cdef extern from "cattn.h" nogil:
     int64_t cattn_kv_append_f32_h(uint16_t *cache, int64_t B, int64_t Hk, int64_t max_len,
                                   int64_t D, int64_t start, const float *src, int64_t L,
                                   int64_t rs)
-    void cattn_gate_mul_f32(float *g, const float *u, int64_t rows, int64_t n, int64_t rs)
+    void cattn_gate_pack_f32(float *x, int64_t rows, int64_t n)
 
 cdef struct dec_layer:
     cattn_weight lin[4]         # qkv, o, up (gate|up, or fc1), down (or fc2)
@@ -127,7 +127,7 @@ cdef class DecoderStack:
         cdef const int64_t *ppos = <const int64_t *>_ptr(pos)
         cdef const float *pcos = <const float *>_ptr(cos)
         cdef const float *psin = <const float *>_ptr(sin)
-        cdef size_t nfl = <size_t>(T * (2 * E + Wq + HD + nup + (F if gated else 0)))
+        cdef size_t nfl = <size_t>(T * (2 * E + Wq + HD + nup))
         cdef float *buf = <float *>malloc(sizeof(float) * max(nfl, 1))
         cdef int64_t *off = <int64_t *>malloc(sizeof(int64_t) * (3 * nq + 2 * nkv + 1))
         cdef float **kv = <float **>malloc(sizeof(float *) * (2 * self.n_layers + 1))
@@ -141,7 +141,6 @@ cdef class DecoderStack:
         cdef float *pctx = pqkv + T * Wq
         cdef float *pa = pctx + T * HD
         cdef float *pu = pa + T * E
-        cdef float *pg = pu + T * nup
         cdef int64_t *offq = off
         cdef int64_t *offo = off + nq
         cdef int64_t *offm = off + 2 * nq
@@ -247,13 +246,13 @@ cdef class DecoderStack:
                     _add(px, pa, T * E)                             # x = x + attn
                     st = _dec_norm(rms, ly, 1, ph, px, T, E, nt)
                     if st: break
-                    if gated:
+                    if gated:                       # act(gate) * up in place, packed
                         st = _lin(&ly.lin[2], pu, ph, T, act_none, nt)
                         if st: break
-                        st = cattn_act_f32(pg, F, pu, 2 * F, T, F, act, nt)
+                        st = cattn_act_f32(pu, 2 * F, pu, 2 * F, T, F, act, nt)
                         if st: break
-                        cattn_gate_mul_f32(pg, pu + F, T, F, 2 * F)
-                        st = _lin(&ly.lin[3], pa, pg, T, act_none, nt)
+                        cattn_gate_pack_f32(pu, T, F)
+                        st = _lin(&ly.lin[3], pa, pu, T, act_none, nt)
                     else:
                         st = _lin(&ly.lin[2], pu, ph, T, act, nt)
                         if st: break

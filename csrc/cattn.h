@@ -373,7 +373,8 @@ void cattn_kv_append_f32(float *cache, int64_t B, int64_t Hk, int64_t max_len, i
  * values overflowed to an infinity (|x| >= 65520): */
 int64_t cattn_kv_append_f32_h(uint16_t *cache, int64_t B, int64_t Hk, int64_t max_len, int64_t D,
                               int64_t start, const float *src, int64_t L, int64_t rs);
-/* g (rows, n) *= u's rows (row stride rs), elementwise: */
-void cattn_gate_mul_f32(float *g, const float *u, int64_t rows, int64_t n, int64_t rs);
+/* x (rows, 2n) = [act(gate) | up] rows -> their product (rows, n) in x's
+ * first rows*n floats, in place (each product rounded once): */
+void cattn_gate_pack_f32(float *x, int64_t rows, int64_t n);
 
 #endif

@@ -23,8 +23,12 @@
  *   rounded to nearest-even (cattn_f2h); returns the count of finite values
  *   that became infinities.
  *
- * cattn_gate_mul_f32 (GatedMLP's act(gate) * up, the act already applied):
- *   g[r*n + i] = g[r*n + i] * u[r*rs + i]      g (T, n) contiguous
+ * cattn_gate_pack_f32 (GatedMLP's act(gate) * up, the act already applied,
+ *   in place over x (rows, 2n) = [act(gate) | up] rows):
+ *     x[r*n + i] = x[r*2n + i] * x[r*2n + n + i]
+ *   rows in increasing order (row r's destination ends before its gate
+ *   begins for r >= 1; row 0's is its own gate, read before written), so
+ *   x's first rows*n floats become the (rows, n) product, contiguous.
  */
 #include <string.h>
 #include "cattn.h"
@@ -77,11 +81,11 @@ int64_t cattn_kv_append_f32_h(uint16_t *cache, int64_t B, int64_t Hk, int64_t ma
     return over;
 }
 
-void cattn_gate_mul_f32(float *g, const float *u, int64_t rows, int64_t n, int64_t rs)
+void cattn_gate_pack_f32(float *x, int64_t rows, int64_t n)
 {
-    for (int64_t r = 0; r < rows; r++) {
-        float *CATTN_RESTRICT y = g + r * n;
-        const float *CATTN_RESTRICT a = u + r * rs;
-        for (int64_t i = 0; i < n; i++) y[i] = y[i] * a[i];
+    for (int64_t r = 0; r < rows; r++) {        /* row r's product lands before its gate */
+        const float *g = x + r * 2 * n, *u = g + n;
+        float *y = x + r * n;
+        for (int64_t i = 0; i < n; i++) y[i] = g[i] * u[i];
     }
 }
