@@ -15,7 +15,7 @@ __all__ = ["GGUFMetadata", "GGUFStrings"]
 
 class GGUFStrings(Sequence):
     """A GGUF array of strings held compactly: the array's bytes and each
-    string's offsets (a 151936-token vocabulary: ~3 MiB instead of ~12 MiB
+    string's offsets (a 151936-token vocabulary: ~3 MiB instead of ~16 MiB
     of Python strings); s[i] decodes string i, list(s) all of them."""
 
     __slots__ = ("_blob", "_start", "_stop")
@@ -48,10 +48,10 @@ class GGUFStrings(Sequence):
 
 class GGUFMetadata(Mapping):
     """A GGUF file's metadata, read-only: key -> value (ints, floats, bools,
-    str; arrays as lists, a new list on each access). Long arrays of
-    strings (a vocabulary, its merges) are held as GGUFStrings and decoded
-    when read; strings(key) gives one without decoding it all. Compares
-    equal to a dict of the same items."""
+    str; arrays as lists). Long arrays of strings (a vocabulary, its
+    merges) are held as GGUFStrings and decoded into a new list each time
+    they are read; strings(key) gives one without decoding it all.
+    Compares equal to a dict of the same items."""
 
     __slots__ = ("_v",)
 
