@@ -11,8 +11,8 @@ q/k norms, intermediate 3072, tied; the tokenizer metadata of the vocabulary fil
 needs to load a model) as an F32 GGUF file with the `gguf` package, then
 quantizes it with llama.cpp's own quantizer (llama_cpp.llama_model_quantize)
 to each format; cattn loads each file with CausalLM.from_pretrained (the
-file's values in their narrowest exact formats: Q4_x in int4, Q5_x and
-Q6_K in int6g, Q8_0 in int8g, BF16 in bfloat16, F32 in float32) and
+file's values in their narrowest exact formats: Q4_x in int4, Q5_x in
+int5g, Q6_K in int6g, Q8_0 in int8g, BF16 in bfloat16, F32 in float32) and
 llama.cpp with llama_cpp.Llama (float32 KV caches on both sides, or float16
 with --kv-dtype float16; same threads). Per round,
 alternating the two sides: a 128-token prompt (prefill tokens/s) and 128

@@ -131,8 +131,9 @@ cdef extern from "cattn.h" nogil:
                                   uint8_t *bad, const float *X, int64_t M, int64_t K)
     size_t cattn_q8g_packed_bytes(int64_t N, int64_t K)
     size_t cattn_q6g_packed_bytes(int64_t N, int64_t K)
+    size_t cattn_q5g_packed_bytes(int64_t N, int64_t K)
     int CATTN_W_F32, CATTN_W_BF16, CATTN_W_INT8, CATTN_W_PLAIN, CATTN_W_INT4, CATTN_W_INT8G
-    int CATTN_W_INT6G
+    int CATTN_W_INT6G, CATTN_W_INT5G
     ctypedef struct cattn_weight:
         int kind
         const void *P
@@ -154,7 +155,7 @@ cdef extern from "cattn.h" nogil:
 # format names of cattn/ops/formats.py ("plain": a float32 array, unpacked).
 WEIGHT_KINDS = {"float32": CATTN_W_F32, "bfloat16": CATTN_W_BF16, "int8": CATTN_W_INT8,
                 "int4": CATTN_W_INT4, "int8g": CATTN_W_INT8G, "int6g": CATTN_W_INT6G,
-                "plain": CATTN_W_PLAIN}
+                "int5g": CATTN_W_INT5G, "plain": CATTN_W_PLAIN}
 
 
 cdef const void *_ptr(object a):
@@ -163,7 +164,7 @@ cdef const void *_ptr(object a):
 
 cdef int _weight(cattn_weight *w, tuple entry) except -1:
     """Fill *w from entry = (kind, data, scale, colsum, bias, N, K, rsw, csw[,
-    k[, ubits]]) (None for what the kind lacks; int4, int8g, int6g: colsum
+    k[, ubits]]) (None for what the kind lacks; int4, int8g, int6g, int5g: colsum
     is the mins, rsw the zero point, csw the sub-scales or None, k int4's
     two-level scales (sc, m, D, Dmin) or None, ubits int8g's bound: every u
     < 2^ubits, default 8); w points into entry's arrays."""
@@ -184,7 +185,8 @@ cdef int _weight(cattn_weight *w, tuple entry) except -1:
     w.h16 = 0
     w.z = 0
     w.sub = NULL
-    if kind == CATTN_W_INT4 or kind == CATTN_W_INT8G or kind == CATTN_W_INT6G:
+    if (kind == CATTN_W_INT4 or kind == CATTN_W_INT8G or kind == CATTN_W_INT6G
+            or kind == CATTN_W_INT5G):
         w.mn = _ptr(colsum)
         w.h16 = sw is not None and (<cnp.ndarray>sw).dtype.itemsize == 2
         w.colsum = NULL
@@ -306,6 +308,11 @@ def q8g_packed_bytes(int64_t N, int64_t K):
 def q6g_packed_bytes(int64_t N, int64_t K):
     """Bytes of an int6g weight's panels (cattn_q6g_packed_bytes)."""
     return cattn_q6g_packed_bytes(N, K)
+
+
+def q5g_packed_bytes(int64_t N, int64_t K):
+    """Bytes of an int5g weight's panels (cattn_q5g_packed_bytes)."""
+    return cattn_q5g_packed_bytes(N, K)
 
 
 def qpacked_size(int64_t N, int64_t K):

@@ -180,6 +180,12 @@ size_t cattn_q6g_packed_bytes(int64_t N, int64_t K);
 int cattn_linear_int6g(float *C, const float *A, const uint8_t *P, const void *d,
                        const void *mn, const int8_t *sub, int h16, int z, int64_t M, int64_t N,
                        int64_t K, const float *bias, int act, int n_threads);
+/* int5g: int8g's values and formula with every u < 32, held in 5 bits: P
+ * ceil(N/16) panels of G groups of 320 bytes (dispatch.h, ukr_q5g) */
+size_t cattn_q5g_packed_bytes(int64_t N, int64_t K);
+int cattn_linear_int5g(float *C, const float *A, const uint8_t *P, const void *d,
+                       const void *mn, const int8_t *sub, int h16, int z, int64_t M, int64_t N,
+                       int64_t K, const float *bias, int act, int n_threads);
 int cattn_linear_int8g(float *C, const float *A, const uint8_t *P, const void *d,
                        const void *mn, const int8_t *sub, int h16, int z, int ubits, int64_t M,
                        int64_t N, int64_t K, const float *bias, int act, int n_threads);
@@ -220,6 +226,7 @@ uint64_t cattn_read_probe(const void *p, size_t bytes, int nt);
  *   CATTN_W_INT4   int4 panels with sw = d, mn and z (cattn_linear_int4)
  *   CATTN_W_INT8G  int8g panels with sw = d, mn, sub and z (cattn_linear_int8g)
  *   CATTN_W_INT6G  int6g panels, the same fields (cattn_linear_int6g)
+ *   CATTN_W_INT5G  int5g panels, the same fields (cattn_linear_int5g)
  * cattn_linear_weight: y (M, N) rows of N = act(x (M, K) rows of K · W^T + bias)
  * by the kind's kernel, the same bits as that kernel called directly. */
 #define CATTN_W_F32 0
@@ -229,6 +236,7 @@ uint64_t cattn_read_probe(const void *p, size_t bytes, int nt);
 #define CATTN_W_INT4 4
 #define CATTN_W_INT8G 5
 #define CATTN_W_INT6G 6
+#define CATTN_W_INT5G 7
 typedef struct {
     int kind;
     const void *P;              /* the panels (stored type), or the plain array */
@@ -239,7 +247,7 @@ typedef struct {
     int64_t rsw, csw;           /* CATTN_W_PLAIN's strides (elements) */
     const void *mn;             /* int4: the groups' mins, or NULL (then z) */
     int h16;                    /* int4: sw and mn are float16 (else float32) */
-    const int8_t *sub;          /* int8g, int6g: sub-scales per 16, or NULL */
+    const int8_t *sub;          /* int8g, int6g, int5g: sub-scales per 16, or NULL */
     cattn_q4k_scales k;         /* int4: two-level scales (k.sc NULL: none) */
     int z;                      /* int4: the zero point without mins (0 or 8) */
     int ubits;                  /* int8g: every u < 2^ubits (8: unknown) */

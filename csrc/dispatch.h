@@ -173,6 +173,9 @@ typedef void (*cattn_ukr_q8g_t)(int64_t G, const uint8_t *b, const void *d, cons
  * low nibble, u[j, 32g + 8t + 4 + v] & 15 in its high one); bytes 256 + 64s
  * + 4j + v (s < 2, the sub-block of 16) hold u[j, 32g + 16s + 4f + v] >> 4
  * in bits 2f, 2f + 1 (f < 4). */
+/* ukr_q5g (the "int5g" format): the int8g contract for u < 32 held in 5
+ * bits, b G groups of 320 bytes: bytes [0, 256) the low 4 bits as int6g's;
+ * byte 256 + 4j + v holds u[j, 32g + 4f + v] >> 4 in bit f (f < 8). */
 
 /* int8 row quantization of one contiguous row x[0:K] (NULL: the driver's
  * portable loop), cattn.h's formula (cattn_quantize_rows) bit for bit:
@@ -261,6 +264,7 @@ typedef struct {
     cattn_ukr_q8g_t ukr_q8g;
     cattn_ukr_q8g_t ukr_q8g_n;              /* int8g with every u < 64, or NULL: ukr_q8g */
     cattn_ukr_q8g_t ukr_q6g;                /* int6g */
+    cattn_ukr_q8g_t ukr_q5g;                /* int5g */
     const char *int4_kernel;                /* which int4 micro-kernel ukr_q4 is */
     cattn_dotn_f32_t dotn_f32;
     cattn_dotn_f64_t dotn_f64;

@@ -1,5 +1,5 @@
-/* q4gemm.c — group-wise linear layers: int4 and int8g
- * (cattn.pack_weight(w, dtype="int4" | "int8g")). int4:
+/* q4gemm.c — group-wise linear layers: int4, int8g, int6g, int5g
+ * (cattn.pack_weight(w, dtype="int4" | "int8g" | "int6g" | "int5g")). int4:
  *   C[M,N] = act(sum_g (d[j,g] sx[i,g] (isum - z xs) + mn[j,g] sx[i,g] xs) + bias[N])
  * The weight: groups of 32 k, q[j, k] in [0, 15] with a scale d and
  * (optionally) a min mn per group and output, float32 or float16 (h16), its values
@@ -13,7 +13,8 @@
  *
  * int8g: the same with 8-bit values u in [0, 255] (value (d s) (u - z) +
  * mn, s an optional int8 sub-scale per 16: GGUF's Q8_0). int6g: int8g's
- * values and formula with u < 64 held in 6 bits (GGUF's Q5_x, Q5_K, Q6_K).
+ * values and formula with u < 64 held in 6 bits (GGUF's Q6_K); int5g: u <
+ * 32 in 5 bits (GGUF's Q5_0, Q5_1, Q5_K).
  *
  * Loops: quantize the rows (in the region when there are many) -> tasks
  * of a few 16-column panels x all rows (dynamic), MR-row tiles by the
@@ -43,6 +44,11 @@ size_t cattn_q8g_packed_bytes(int64_t N, int64_t K)
 size_t cattn_q6g_packed_bytes(int64_t N, int64_t K)
 {
     return (size_t)cattn_round_up(N, NR) * (size_t)(cattn_round_up(K, QG) / 4 * 3);
+}
+
+size_t cattn_q5g_packed_bytes(int64_t N, int64_t K)
+{
+    return (size_t)cattn_round_up(N, NR) * (size_t)(cattn_round_up(K, QG) / 8 * 5);
 }
 
 static inline float rint_smallf(float v)      /* to nearest even, |v| < 2^22 */
@@ -144,7 +150,7 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
     float buf[MR * NR];
     for (int64_t p = p0; p < p1; p++) {
         const int64_t c0 = p * NR, nc = cattn_min64(NR, a->N - c0);
-        const uint8_t *b = a->P + p * G * (a->bits == 4 ? 256 : a->bits == 6 ? 384 : 512);
+        const uint8_t *b = a->P + p * G * (a->bits == 4 ? 256 : a->bits * 64);
         const size_t off = (size_t)(p * G * NR) * (a->h16 ? 2 : 4);
         const void *d = a->d ? (const char *)a->d + off : NULL;
         const void *mn = a->mn ? (const char *)a->mn + off : NULL;
@@ -180,7 +186,7 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
                 cattn_kt.ukr_q4(G, b, d, mn, a->k ? 0 : a->h16, a->z, m, a->qx + r * Kp, Kp, a->sx + r * G,
                                 a->xs + r * G, a->sxs + r * G, G, buf, NR);
             else
-                (a->bits == 6 ? cattn_kt.ukr_q6g
+                (a->bits == 6 ? cattn_kt.ukr_q6g : a->bits == 5 ? cattn_kt.ukr_q5g
                  : a->narrow && cattn_kt.ukr_q8g_n ? cattn_kt.ukr_q8g_n : cattn_kt.ukr_q8g)(G, b, d, mn, a->sub ? a->sub + p * G * 2 * NR : NULL, a->h16,
                                  a->z, m, a->qx + r * Kp, Kp, a->sx + r * G, a->xs + r * G,
                                  a->xs16 + 2 * r * G, a->sxs + r * G, G, buf, NR);
@@ -275,6 +281,13 @@ int cattn_linear_int6g(float *C, const float *A, const uint8_t *P, const void *d
                        int64_t K, const float *bias, int act, int n_threads)
 {
     return linear_groups(C, A, P, d, mn, sub, NULL, h16, z, 6, 1, M, N, K, bias, act, n_threads);
+}
+
+int cattn_linear_int5g(float *C, const float *A, const uint8_t *P, const void *d,
+                       const void *mn, const int8_t *sub, int h16, int z, int64_t M, int64_t N,
+                       int64_t K, const float *bias, int act, int n_threads)
+{
+    return linear_groups(C, A, P, d, mn, sub, NULL, h16, z, 5, 1, M, N, K, bias, act, n_threads);
 }
 
 int cattn_linear_int8g(float *C, const float *A, const uint8_t *P, const void *d,

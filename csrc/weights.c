@@ -25,6 +25,9 @@ int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t
     case CATTN_W_INT6G:
         return cattn_linear_int6g(y, x, (const uint8_t *)w->P, w->sw, w->mn, w->sub, w->h16, w->z,
                                   M, w->N, w->K, w->bias, act, n_threads);
+    case CATTN_W_INT5G:
+        return cattn_linear_int5g(y, x, (const uint8_t *)w->P, w->sw, w->mn, w->sub, w->h16, w->z,
+                                  M, w->N, w->K, w->bias, act, n_threads);
     case CATTN_W_BF16:
         return cattn_linear_packed_bf16(y, w->N, 1, x, w->K, 1, (const uint16_t *)w->P, M, w->N,
                                         w->K, w->bias, act, n_threads);

@@ -30,7 +30,8 @@ import numpy as np
 
 from .. import _ext
 from ..ops import weight_memory
-from ..ops.formats import FORMATS, int4_arrays, int4_k_arrays, int6g_arrays, int8g_arrays
+from ..ops.formats import (FORMATS, int4_arrays, int4_k_arrays, int5g_arrays, int6g_arrays,
+                           int8g_arrays)
 from ..ops.packed import PackedWeight, pack_weight
 from .gguf_metadata import GGUFMetadata, GGUFStrings
 from .gguf_tokenizer import GGUFTokenizer
@@ -290,8 +291,8 @@ class GGUFFile:
         holds its values exactly, in the narrowest cattn format that does:
         Q4_0, Q4_1, Q4_K -> "int4" (the blocks' scales and 4-bit values as
         they are; Q4_K's two-level scales too, D, Dmin per 256 and sc, m per
-        32: int4_k_parts); Q5_0, Q5_1, Q5_K, Q6_K -> "int6g" (their 5- and
-        6-bit values in 6 bits, the blocks' scales); Q8_0 -> "int8g"; BF16
+        32: int4_k_parts); Q5_0, Q5_1, Q5_K -> "int5g" and Q6_K -> "int6g"
+        (their 5- and 6-bit values, the blocks' scales); Q8_0 -> "int8g"; BF16
         -> "bfloat16"; F32, F16 -> "float32" (a quantized tensor whose
         scales are not finite too). weight(name).unpack() equals
         dequantize(name). Built a block of rows at a time into the packed
@@ -519,7 +520,8 @@ def _int8g_parts(tname, b, N, K):
 _EXACT = {"Q4_0": [(_int4_parts, int4_arrays)], "Q4_1": [(_int4_parts, int4_arrays)],
           "Q4_K": [(_int4_k_parts, int4_k_arrays), (_int4_parts, int4_arrays)],
           "Q8_0": [(_int8g_parts, int8g_arrays)],
-          **{t: [(_int8g_parts, int6g_arrays)] for t in ("Q5_0", "Q5_1", "Q5_K", "Q6_K")}}
+          **{t: [(_int8g_parts, int5g_arrays)] for t in ("Q5_0", "Q5_1", "Q5_K")},
+          "Q6_K": [(_int8g_parts, int6g_arrays)]}
 
 
 def _plain(tname, raw):

@@ -18,7 +18,7 @@ Legend: E hidden size, H query heads, Hk key/value heads, D head dim.
 
 import numpy as np
 
-from ..ops.formats import int4_arrays, int4_k_arrays, int6g_arrays, int8g_arrays
+from ..ops.formats import int4_arrays, int4_k_arrays, int5g_arrays, int6g_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
 from .heap import trim_heap
 
@@ -195,8 +195,9 @@ class GGUFCheckpoint:
         Face names, stacked in order: one linear weight, or a fused one like
         q|k|v) exactly in the narrowest format that holds them all: "int4"
         when every piece is Q4_0, Q4_1 or Q4_K (Q4_K's two-level scales
-        when every piece is Q4_K); "int6g" when every piece is one of those
-        or Q5_0, Q5_1, Q5_K, Q6_K (values < 64), else "int8g" when every
+        when every piece is Q4_K); "int5g" when every piece is one of those
+        or Q5_0, Q5_1, Q5_K (values < 32); "int6g" when every piece is one
+        of those or Q6_K (values < 64), else "int8g" when every
         piece is one of those or Q8_0 (pieces with different zero points
         take mins -z d, exact; beside Q6_K pieces' sub-scales the others
         take u + 32: _stack); "bfloat16" when every piece is BF16;
@@ -295,7 +296,10 @@ class GGUFCheckpoint:
                                                    np.concatenate(cols["d"]), mn, z))
         sub = np.concatenate(cols["s"]) if cols["s"] else None
         u = np.concatenate(cols["u"])
-        if u.size and int(u.max()) < 64:                # 5- and 6-bit values: in 6 bits
+        top = int(u.max()) if u.size else 0
+        if top < 32:                                    # 5-bit values: in 5 bits
+            arrays = int5g_arrays
+        elif top < 64:                                  # 6-bit values: in 6 bits
             arrays = int6g_arrays
         return PackedWeight.from_arrays(arrays(u, np.concatenate(cols["d"]), mn, sub, z))
 

@@ -29,7 +29,7 @@ from .packed_params import PACKED, PackedRows, compute_dtype
 
 __all__ = ["quantize", "pack_weights", "DTYPES"]
 
-DTYPES = ("float32", "bfloat16", "int8", "float64", "int4", "int8g", "int6g")
+DTYPES = ("float32", "bfloat16", "int8", "float64", "int4", "int8g", "int6g", "int5g")
 
 
 def _linear_weights(m):
@@ -83,7 +83,7 @@ def quantize(module, dtype):
     weights and MultiheadAttention projections, its own and its
     sub-modules') to the packed format `dtype` and return the module, as
     torch's quantize_dynamic: "float32", "bfloat16", "int8", "int4",
-    "int8g" or "int6g" for a float32 module, "float64" for a float64 one (see the
+    "int8g", "int6g" or "int5g" for a float32 module, "float64" for a float64 one (see the
     formats above; cattn/ops/formats.py says what each holds). Inputs and
     outputs keep the module's dtype. Weights already packed are converted
     from the values they hold (a bfloat16 or int8 layer does not get its

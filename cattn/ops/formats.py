@@ -53,11 +53,18 @@ Formats (cattn.linear computes in the format's `compute` dtype):
   (the low 4 in int4's nibbles, the top 2 in a plane beside them): 6.5
   bits a weight with float16 d, 7 with sub-scales (GGUF Q6_K), 7.5 with
   float16 mins. pack_weight quantizes symmetrically (d = max |w| / 31
-  rounded up to float16, u = rint(w / d) + 32 in [1, 63]); GGUF Q5_0,
-  Q5_1, Q5_K and Q6_K blocks are held exactly (int6g_arrays).
+  rounded up to float16, u = rint(w / d) + 32 in [1, 63]); GGUF Q6_K
+  blocks are held exactly (int6g_arrays).
+- "int5g": the same with every u < 32, held in 5 bits (the top bit in a
+  plane of one bit a value): 5.5 bits a weight with float16 d (GGUF Q5_0,
+  as the file holds it), 6 with float16 mins (Q5_1), 7 with float32 d and
+  mins (Q5_K's two-level scales multiplied out). pack_weight quantizes
+  symmetrically (d = max |w| / 15 rounded up to float16, u = rint(w / d) +
+  16 in [1, 31]); GGUF Q5_0, Q5_1 and Q5_K blocks are held exactly
+  (int5g_arrays).
 - float64 weights are rounded to float32 first, then to bfloat16, int8,
-  int4, int8g or int6g (as torch does): bfloat16 can then differ from
-  rounding once.
+  int4, int8g, int6g or int5g (as torch does): bfloat16 can then differ
+  from rounding once.
 
 Adding a format: a WeightFormat subclass here (layout, pack, unpack, the
 extra arrays it saves and checks, its kernel `kind`), registered in
@@ -730,11 +737,11 @@ def int8g_arrays(u, d, mn=None, sub=None, z=0):
     return out
 
 
-def quantize_int6g(w):
+def _quantize_sym(w, top):
     """(u uint8 (N, K), d (N, G)) of a finite weight w: per group of 32,
-    symmetric: d = max |w| / 31 rounded up to a float16 (float32 to nearest
-    past float16's range), u = rint(w / d) + 32 in [1, 63] (d = 0: u = 32);
-    values d (u - 32)."""
+    symmetric: d = max |w| / top rounded up to a float16 (float32 to nearest
+    past float16's range), u = rint(w / d) + top + 1 in [1, 2 top + 1]
+    (d = 0: u = top + 1); values d (u - top - 1)."""
     w64 = np.asarray(w, np.float32).astype(np.float64)
     N, K = w64.shape
     G = -(-K // _Q4_G)
@@ -742,14 +749,28 @@ def quantize_int6g(w):
     full[:, :K] = w64
     blk = full.reshape(N, G, _Q4_G)
     amax = np.abs(blk).max(axis=2) if K else np.zeros((N, 0))
-    d = _f16_toward(amax / 31.0, down=False)
+    d = _f16_toward(amax / float(top), down=False)
     if not np.isfinite(d).all():
-        d = (amax / 31.0).astype(np.float32)
+        d = (amax / float(top)).astype(np.float32)
     d64 = d.astype(np.float64)[:, :, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         q = np.where(d64 > 0, np.rint(blk / np.where(d64 > 0, d64, 1.0)), 0.0)
-    u = (np.clip(q, -31, 31) + 32).astype(np.uint8).reshape(N, G * _Q4_G)[:, :K]
+    u = (np.clip(q, -top, top) + top + 1).astype(np.uint8).reshape(N, G * _Q4_G)[:, :K]
     return np.ascontiguousarray(u), d
+
+
+def quantize_int6g(w):
+    """(u uint8 (N, K), d (N, G)) of a finite weight w: per group of 32,
+    symmetric: d = max |w| / 31 rounded up to a float16 (float32 to nearest
+    past float16's range), u = rint(w / d) + 32 in [1, 63] (d = 0: u = 32);
+    values d (u - 32)."""
+    return _quantize_sym(w, 31)
+
+
+def quantize_int5g(w):
+    """quantize_int6g's rule in 5 bits: d = max |w| / 15 rounded up to a
+    float16, u = rint(w / d) + 16 in [1, 31]; values d (u - 16)."""
+    return _quantize_sym(w, 15)
 
 
 def int6g_panels(u):
@@ -814,21 +835,100 @@ class _Int6G(_Int8G):
         return e
 
 
-def int6g_arrays(u, d, mn=None, sub=None, z=0):
-    """The to_arrays() dict of the int6g weight with values (d s) (u - z) +
-    mn, int8g_arrays' arguments with every u < 64 (GGUF's Q5_0, Q5_1, Q5_K,
-    Q6_K blocks, held exactly)."""
+def int5g_panels(u):
+    """u (N, K) uint8, every value < 32 -> the int5g panels (csrc/dispatch.h,
+    ukr_q5g): per panel p and group g, 256 bytes of the low 4 bits in int4's
+    layout (int4_panels), then 64 bytes [j][v] whose bit f is u[16p + j,
+    32g + 4f + v] >> 4; 0 past N and K."""
+    N, K = u.shape
+    P, G = -(-N // _Q4_NR), -(-K // _Q4_G)
+    full = np.zeros((P * _Q4_NR, G * _Q4_G), np.uint8)
+    full[:N, :K] = u
+    low = int4_panels(full & np.uint8(15)).reshape(P, G, 256)
+    top = ((full >> 4) & 1).reshape(P, _Q4_NR, G, 8, 4).transpose(0, 2, 1, 4, 3)  # p g j v f
+    t = np.zeros(top.shape[:-1], np.uint8)
+    for f in range(8):
+        t |= top[..., f] << f
+    return np.concatenate([low, t.reshape(P, G, 64)], axis=2).reshape(-1)
+
+
+def _int5g_top(t):
+    """(.., 4 v) bytes of the top plane -> (.., 32 k) top bits (k = 4f + v)."""
+    bits = np.stack([(t >> f) & 1 for f in range(8)], axis=-2)          # .. f v
+    return bits.reshape(t.shape[:-1] + (_Q4_G,))
+
+
+def int5g_unpanel(data, N, K):
+    P, G = -(-N // _Q4_NR), -(-K // _Q4_G)
+    b = data.reshape(P, G, 320)
+    low = int4_unpanel(np.ascontiguousarray(b[:, :, :256]).reshape(-1), P * _Q4_NR, G * _Q4_G)
+    top = _int5g_top(b[:, :, 256:].reshape(P, G, _Q4_NR, 4))                   # p g j k
+    top = top.transpose(0, 2, 1, 3).reshape(P * _Q4_NR, G * _Q4_G)
+    return (low | top << 4)[:N, :K]
+
+
+class _Int5G(_Int6G):
+    """int5g: int8g's values, formula and extra arrays, every u < 32 in 5 bits."""
+
+    def layout(self, N, K):
+        return _ext.q5g_packed_bytes(N, K), 0
+
+    def pack(self, w, data, op):
+        with np.errstate(over="ignore"):
+            W = np.asarray(w, np.float32)
+        if not np.all(np.isfinite(W)):
+            raise ValueError(f"{op}: w holds NaN or inf (or values past float32's range); "
+                             "int5g needs a finite weight")
+        u, d = quantize_int5g(W)
+        data[...] = int5g_panels(u)
+        e = self._extra8(d, None, None, 16, W.shape[0])
+        e["ubits"] = 5
+        return e
+
+    def _values(self, data, N, K):
+        return int5g_unpanel(data, N, K)
+
+    def _row_values(self, data, shape, ids):
+        N, K = shape
+        G, P = -(-K // _Q4_G), -(-N // _Q4_NR)
+        b = data.reshape(P, G, 320)
+        lo = b[:, :, :256].reshape(P, G, 4, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]  # n G t v
+        q = np.stack([lo & 15, lo >> 4], axis=-2).reshape(len(ids), G, _Q4_G)
+        top = _int5g_top(b[:, :, 256:].reshape(P, G, _Q4_NR, 4)[ids // _Q4_NR, :, ids % _Q4_NR])
+        return (q | top << 4).reshape(len(ids), G * _Q4_G)[:, :K]
+
+    def loaded_extra(self, d, data, shape, op):
+        e = super().loaded_extra(d, data, shape, op)
+        e["ubits"] = 5
+        return e
+
+
+def _narrow_arrays(name, panels, top, u, d, mn, sub, z):
     u = np.asarray(u, np.uint8)
-    if u.size and int(u.max()) > 63:
-        raise ValueError(f"int6g_arrays: every value must be below 64, got {int(u.max())}")
-    out = {"format": np.array("int6g"), "shape": np.array(u.shape, np.int64),
-           "kc": np.array(0, np.int64), "data": int6g_panels(u), "scale": np.asarray(d),
+    if u.size and int(u.max()) > top:
+        raise ValueError(f"{name}_arrays: every value must be below {top + 1}, got {int(u.max())}")
+    out = {"format": np.array(name), "shape": np.array(u.shape, np.int64),
+           "kc": np.array(0, np.int64), "data": panels(u), "scale": np.asarray(d),
            "zero": np.array(z, np.int64)}
     if mn is not None:
         out["min"] = np.asarray(mn)
     if sub is not None:
         out["sub"] = np.asarray(sub, np.int8)
     return out
+
+
+def int6g_arrays(u, d, mn=None, sub=None, z=0):
+    """The to_arrays() dict of the int6g weight with values (d s) (u - z) +
+    mn, int8g_arrays' arguments with every u < 64 (GGUF's Q6_K blocks, held
+    exactly)."""
+    return _narrow_arrays("int6g", int6g_panels, 63, u, d, mn, sub, z)
+
+
+def int5g_arrays(u, d, mn=None, sub=None, z=0):
+    """The to_arrays() dict of the int5g weight with values (d s) (u - z) +
+    mn, int8g_arrays' arguments with every u < 32 (GGUF's Q5_0, Q5_1, Q5_K
+    blocks, held exactly)."""
+    return _narrow_arrays("int5g", int5g_panels, 31, u, d, mn, sub, z)
 
 
 def _make(cls, name, compute, stored):
@@ -846,4 +946,5 @@ FORMATS = {f: f for f in (
     _make(_Int4, "int4", np.float32, np.uint8),
     _make(_Int8G, "int8g", np.float32, np.uint8),
     _make(_Int6G, "int6g", np.float32, np.uint8),
+    _make(_Int5G, "int5g", np.float32, np.uint8),
 )}

@@ -9,7 +9,7 @@ instead of transposing W on the fly. Results are the same bits as
 cattn.linear on the plain weight, for any number of rows.
 
 The formats ("float32", "float64", "bfloat16", "int8", "int4", "int8g",
-"int6g": what each stores
+"int6g", "int5g": what each stores
 and computes) are objects of cattn/ops/formats.py; a PackedWeight holds
 its format's arrays and asks the format for every operation. Which
 attribute is which: `dtype` and `format` are the format you asked for
@@ -173,8 +173,9 @@ def pack_weight(w, dtype="float32"):
     - "bfloat16": w rounded to bfloat16, computed in float32 (x float32);
     - "int8": w quantized per output channel (w must be finite), x
       quantized per row at call time; computed in exact int32;
-    - "int4" / "int8g" / "int6g": w quantized per group of 32 inputs (4
-      bits with a float16 scale and min, or 8 or 6 bits with a scale), x
+    - "int4" / "int8g" / "int6g" / "int5g": w quantized per group of 32
+      inputs (4 bits with a float16 scale and min, or 8, 6 or 5 bits with a
+      scale), x
       quantized per group of 32 at call time; exact int32 group sums (GGUF's blocks load into
       these exactly: cattn.models.GGUFFile.weight).
     Every format gives a row the same bits alone or among any other rows,

@@ -118,7 +118,7 @@ def test_forcing_a_path_this_cpu_lacks_is_a_clear_import_error():
 def test_group_kernels_without_f16c():
     """The AVX2 group kernels that widen float16 scales by integer shifts
     and adds (a CPU without F16C runs them; CATTN_NO_F16C=1 selects them
-    where it has it): the int4 / int8g / int6g tests on them, the float16
+    where it has it): the int4 / int8g / int6g / int5g tests on them, the float16
     KV cache's (its keys and values widened the same way), and the kernel
     name says which ran."""
     if CURRENT not in ("avx2", "avx512") or forced_by():

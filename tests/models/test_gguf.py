@@ -87,7 +87,7 @@ def test_4bit_blocks_held_exactly_as_int4(tmp_path, tname):
 @pytest.mark.parametrize("tname", ["Q8_0", "Q5_0", "Q5_1", "Q5_K", "Q6_K"])
 def test_8bit_blocks_held_exactly_as_int8g(tmp_path, tname):
     """Random blocks with finite scales: weight() is an int8g PackedWeight
-    (Q8_0) or an int6g one (the 5- and 6-bit types) whose values are
+    (Q8_0), an int5g one (the 5-bit types) or an int6g one (Q6_K) whose values are
     gguf-py's dequantization bit for bit, and so is its linear."""
     rng = np.random.default_rng(8)
     shape = (20, 512)
@@ -99,7 +99,7 @@ def test_8bit_blocks_held_exactly_as_int8g(tmp_path, tname):
     blocks[:, at:at + 2 * n] = scales.view(np.uint8).reshape(len(blocks), 2 * n)
     f = GGUFFile(write(tmp_path / "q.gguf", [("w", tname, shape, raw)]))
     w = f.weight("w")
-    assert w.format == ("int8g" if tname == "Q8_0" else "int6g")
+    assert w.format == {"Q8_0": "int8g", "Q6_K": "int6g"}.get(tname, "int5g")
     want = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[tname]).astype(np.float32)
     np.testing.assert_array_equal(w.unpack().view(np.uint32), want.view(np.uint32))
     np.testing.assert_array_equal(w.rows(np.array([19, 0, 7])), want[[19, 0, 7]])
@@ -132,7 +132,7 @@ def test_quantized_values_round_trip(tmp_path, tname):
     w = f.weight("w")                                 # holds the values exactly
     assert w.shape == x.shape
     assert w.format == ("int4" if tname in ("Q4_0", "Q4_1", "Q4_K") else
-                        "int8g" if tname == "Q8_0" else "int6g")
+                        "int8g" if tname == "Q8_0" else "int5g")
     np.testing.assert_array_equal(w.unpack(), got)
     a = np.random.default_rng(3).standard_normal((2, 64)).astype(np.float32)
     ref = a.astype(np.float64) @ got.T.astype(np.float64)

@@ -198,11 +198,14 @@ def hf_state(lm):
     ("qwen2", "Q4_K", {"o_proj": "Q4_0"}, (256, 256)),
     ("qwen3", "Q4_K", {"v_proj": "Q6_K", "down_proj": "Q6_K", "o_proj": "Q4_0"}, (256, 256)),
     ("qwen2", "Q4_0", {"k_proj": "Q8_0", "down_proj": "BF16"}, (64, 128)),
-    ("llama", "Q8_0", {"q_proj": "Q4_0", "v_proj": "Q5_1", "gate_proj": "Q5_0"}, (64, 128))])
+    ("llama", "Q8_0", {"q_proj": "Q4_0", "v_proj": "Q5_1", "gate_proj": "Q5_0"}, (64, 128)),
+    ("qwen2", "Q4_0", {"v_proj": "Q5_1", "gate_proj": "Q5_0", "down_proj": "Q5_0"}, (64, 128))])
 def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types, sizes):
     """weights=None: every 4-bit weight in int4 (a fused q|k|v or gate|up of
-    4-bit pieces too, Q4_0 among Q4_1 rows taking mins), 8-bit ones (and a
-    fused weight mixing them with 4-bit pieces) in int8g, BF16 in bfloat16; the values are the file's, bit for bit (state_dict
+    4-bit pieces too, Q4_0 among Q4_1 rows taking mins), 5-bit ones (and
+    fused ones mixing them with 4-bit pieces) in int5g, Q6_K in int6g, 8-bit
+    ones (and a fused weight mixing them with narrower pieces) in int8g,
+    BF16 in bfloat16; the values are the file's, bit for bit (state_dict
     unpacks them); a tied 4-bit embedding's output projection is int4 while
     the lookup keeps float32. The logits are within the 8-bit activations'
     error of transformers holding the same values."""
@@ -219,15 +222,17 @@ def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types
                                      for k in ("self_attn.qkv_proj", "self_attn.o_proj",
                                                "mlp.gate_up_proj", "mlp.down_proj"))}
     mixed = types or {}
+    narrow = {"Q6_K": "int6g", "Q5_0": "int5g", "Q5_1": "int5g"}    # 6- and 5-bit values
     want_qkv = ("int8g" if mixed.get("k_proj") == "Q8_0" else
-                "int6g" if mixed.get("v_proj") in ("Q6_K", "Q5_1") else "int4")
+                narrow.get(mixed.get("v_proj"), "int4"))
     base = "int8g" if qtype == "Q8_0" else "int4"
-    want_down = {"BF16": "bfloat16", "Q6_K": "int6g"}.get(mixed.get("down_proj"), base)
+    want_down = {"BF16": "bfloat16", **narrow}.get(mixed.get("down_proj"), base)
+    want_gate_up = narrow.get(mixed.get("gate_proj"), base)
     if qtype == "Q8_0":
-        want_qkv = "int8g"
+        want_qkv = want_gate_up = "int8g"
     assert fmts["self_attn.qkv_proj"] == want_qkv
     assert fmts["mlp.down_proj"] == want_down
-    assert fmts["mlp.gate_up_proj"] == base and fmts["self_attn.o_proj"] == base
+    assert fmts["mlp.gate_up_proj"] == want_gate_up and fmts["self_attn.o_proj"] == base
     if arch in ("qwen2", "qwen3"):                         # tied
         assert lm.output_format == "int4" and lm.lm_head_weight.format == "int4"
         np.testing.assert_array_equal(lm.lm_head_weight.unpack(), held["model.embed_tokens.weight"])

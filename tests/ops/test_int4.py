@@ -418,6 +418,23 @@ def test_int6g_linear_equals_documented_formula(rng, M, N, K):
     assert p.nbytes < 0.8 * cattn.pack_weight(w, "int8g").nbytes
 
 
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_int5g_linear_equals_documented_formula(rng, M, N, K):
+    """pack_weight(w, "int5g"): symmetric 5-bit values d (u - 16), u in [1,
+    31], d = max |w| / 15 rounded up to float16; the linear is int8g's
+    formula on them, in five eighths of int8g's bytes."""
+    x, w, b = randn(rng, (M, K)), randn(rng, (N, K)), randn(rng, (N,))
+    p = cattn.pack_weight(w, "int5g")
+    u, d = formats.quantize_int5g(w)
+    assert d.dtype == np.float16 and u.min() >= 1 and u.max() <= 31
+    np.testing.assert_array_equal(p.unpack(), np.repeat(d.astype(F32), 32, axis=1)[:, :K]
+                                  * (u.astype(F32) - F32(16)))
+    np.testing.assert_array_equal(cattn.linear(x, p, b), linear_formula8(x, u, d, None, None, 16, b))
+    step = np.repeat(d.astype(F64), 32, axis=1)[:, :K]
+    assert np.all(np.abs(p.unpack() - w) <= 0.5 * step * 1.0001 + 1e-7)
+    assert p.nbytes < cattn.pack_weight(w, "int6g").nbytes
+
+
 @pytest.mark.parametrize("M", [1, 2, 4, 5])
 def test_float16_scales_of_every_class(rng, M):
     """float16 scales and mins that are subnormal (down to 2^-24), normal up
@@ -438,6 +455,9 @@ def test_float16_scales_of_every_class(rng, M):
     sub = rng.integers(-128, 128, (N, 2 * G)).astype(np.int8)
     p6 = PackedWeight.from_arrays(formats.int6g_arrays(u, d, None, sub, 32))
     np.testing.assert_array_equal(cattn.linear(x, p6), linear_formula8(x, u, d, None, sub, 32))
+    u5 = u >> 1
+    p5 = PackedWeight.from_arrays(formats.int5g_arrays(u5, d, mn, None, 0))
+    np.testing.assert_array_equal(cattn.linear(x, p5), linear_formula8(x, u5, d, mn, None, 0))
 
 
 def test_int6g_panel_layout_and_bounds(rng):
@@ -455,6 +475,24 @@ def test_int6g_panel_layout_and_bounds(rng):
         formats.int6g_arrays(np.full((2, 32), 64, np.uint8), np.ones((2, 1), np.float16))
 
 
+def test_int5g_panel_layout_and_bounds(rng):
+    """int5g_panels: the low 4 bits in int4's nibbles, the top bit in a
+    plane of [j][v] bytes (bit f: k = 4f + v); values of 32 or more are
+    refused by name."""
+    u = rng.integers(0, 32, (16, 32)).astype(np.uint8)
+    data = formats.int5g_panels(u)
+    assert data.shape == (320,) == (_ext.q5g_packed_bytes(16, 32),)
+    np.testing.assert_array_equal(data[:256], formats.int4_panels(u & 15))
+    for j in range(16):
+        for k in range(32):
+            assert (data[256 + 4 * j + k % 4] >> (k // 4)) & 1 == u[j, k] >> 4
+    np.testing.assert_array_equal(formats.int5g_unpanel(data, 16, 32), u)
+    v = rng.integers(0, 32, (37, 70)).astype(np.uint8)           # ragged: 0 past N and K
+    np.testing.assert_array_equal(formats.int5g_unpanel(formats.int5g_panels(v), 37, 70), v)
+    with pytest.raises(ValueError, match="below 32, got 32"):
+        formats.int5g_arrays(np.full((2, 32), 32, np.uint8), np.ones((2, 1), np.float16))
+
+
 @pytest.mark.parametrize("M,N,K", SHAPES)
 def test_int8g_linear_equals_documented_formula(rng, M, N, K):
     x, w, b = randn(rng, (M, K)), randn(rng, (N, K)), randn(rng, (N,))
@@ -468,7 +506,7 @@ def test_int8g_linear_equals_documented_formula(rng, M, N, K):
     assert np.all(np.abs(p.unpack() - w) <= 0.5 * step * 1.0001 + 1e-7)
 
 
-@pytest.mark.parametrize("fmt", ["int8g", "int6g"])
+@pytest.mark.parametrize("fmt", ["int8g", "int6g", "int5g"])
 @pytest.mark.parametrize("case", ["sub", "min", "zero", "zero-min", "sub-f32", "q5", "q5-min"])
 @pytest.mark.parametrize("M,N,K", [(1, 17, 64), (5, 40, 96), (9, 33, 257)])
 def test_int8g_forms(rng, M, N, K, case, fmt):
@@ -477,15 +515,15 @@ def test_int8g_forms(rng, M, N, K, case, fmt):
     unpack and the formula."""
     G = -(-K // 32)
     top = 64 if case.startswith("sub") else 32 if case.startswith("q5") else 256
-    if fmt == "int6g":
-        top = min(top, 64)
+    if fmt != "int8g":
+        top = min(top, 64 if fmt == "int6g" else 32)
     u = rng.integers(0, top, (N, K)).astype(np.uint8)          # 6- and 5-bit: the narrow kernels
     d = (rng.random((N, G)) * 0.01).astype(F32 if case == "sub-f32" else np.float16)
     mn = (randn(rng, (N, G)) * 0.1).astype(d.dtype) if case.endswith("min") else None
     sub = rng.integers(-128, 128, (N, 2 * G)).astype(np.int8) if case.startswith("sub") else None
     z = {"sub": 32, "sub-f32": 32, "min": 0, "zero": 128, "zero-min": 128, "q5": 16,
          "q5-min": 0}[case]
-    arrays = formats.int6g_arrays if fmt == "int6g" else formats.int8g_arrays
+    arrays = getattr(formats, f"{fmt}_arrays")
     p = PackedWeight.from_arrays(arrays(u, d, mn, sub, z))
     assert p.format == fmt
     want = np.repeat(d.astype(F32), 32, axis=1)[:, :K]
@@ -505,7 +543,8 @@ def test_int8g_forms(rng, M, N, K, case, fmt):
 @pytest.mark.parametrize("fmt,z,top,sub", [
     ("int8g", 0, 255, False), ("int8g", 128, 255, False), ("int8g", 32, 63, True),
     ("int8g", 16, 31, False), ("int8g", 0, 63, False),
-    ("int6g", 32, 63, True), ("int6g", 0, 63, False), ("int6g", 32, 63, False)])
+    ("int6g", 32, 63, True), ("int6g", 0, 63, False), ("int6g", 32, 63, False),
+    ("int5g", 16, 31, False), ("int5g", 0, 31, False), ("int5g", 32, 31, True)])
 @pytest.mark.parametrize("M", [1, 2, 3, 4, 6])
 def test_int8g_extreme_products(rng, fmt, z, top, sub, M):
     """Every product at its largest: u in {0, top} against activations of
@@ -517,14 +556,14 @@ def test_int8g_extreme_products(rng, fmt, z, top, sub, M):
     u[0], u[1] = 0, top
     d = np.full((N, K // 32), 0.01, np.float16)
     s = np.full((N, 2 * (K // 32)), -128, np.int8) if sub else None
-    arrays = formats.int6g_arrays if fmt == "int6g" else formats.int8g_arrays
+    arrays = getattr(formats, f"{fmt}_arrays")
     p = PackedWeight.from_arrays(arrays(u, d, None, s, z))
     x = np.where(rng.random((M, K)) < 0.5, -1.0, 1.0).astype(F32)
     x[0] = 1.0
     np.testing.assert_array_equal(cattn.linear(x, p), linear_formula8(x, u, d, None, s, z))
 
 
-@pytest.mark.parametrize("fmt", ["int8g", "int6g"])
+@pytest.mark.parametrize("fmt", ["int8g", "int6g", "int5g"])
 def test_int8g_nonfinite_empty_and_errors(rng, fmt):
     x, w = randn(rng, (6, 64)), randn(rng, (20, 64))
     p = cattn.pack_weight(w, fmt)
@@ -559,7 +598,8 @@ def test_vnni_group_kernels_pass_their_load_check():
 
 
 @pytest.mark.parametrize("fmt", ["float32", "bfloat16", "int8", "int4", "int8g", "int4-z8",
-                                 "int8g-sub", "int4-f32", "int6g", "int6g-sub"])
+                                 "int8g-sub", "int4-f32", "int6g", "int6g-sub", "int5g",
+                                 "int5g-min"])
 def test_rows_equal_unpack(rng, fmt):
     """PackedWeight.rows(ids): unpack()[ids] for any id shape, without unpacking the table."""
     N, K = 37, 70
@@ -573,6 +613,10 @@ def test_rows_equal_unpack(rng, fmt):
         p = PackedWeight.from_arrays(arrays(
             u, (rng.random((N, 3)) * 0.1).astype(np.float16), None,
             rng.integers(-128, 128, (N, 6)).astype(np.int8), 32))
+    elif fmt == "int5g-min":
+        u = rng.integers(0, 32, (N, K)).astype(np.uint8)
+        p = PackedWeight.from_arrays(formats.int5g_arrays(
+            u, (rng.random((N, 3)) * 0.1).astype(F32), (randn(rng, (N, 3)) * 0.1), None, 0))
     elif fmt == "int4-f32":
         w = randn(rng, (N, K))
         w[0, 0] = 1e6                                     # float32 scales

@@ -633,12 +633,21 @@ void Q4NAME(cattn_ukr_avx2_q8g)(int64_t G, const uint8_t *b, const void *d, cons
 /* int6g (dispatch.h, ukr_q6g): sub-block s (16 k) of half h is int4's
  * nibbles of chunks 2s and 2s + 1 with their top 2 bits from one 32-byte
  * word X (bits 2f: f = 0 chunk 2s's low nibbles, 1 its high ones, 2 and 3
- * chunk 2s + 1's), put back as bytes u = nibble | top << 4 < 64; then
- * tile8n's sums: vpmaddubsw on the bytes, two products' pairs in 16 bits
- * (2 * 2 * 63 * 127 = 32004), vpmaddwd to int32 per 8 k. NH = 2: both
- * halves in one pass (one row: the decode's stream); NH = 1: half h0. */
+ * chunk 2s + 1's), put back as bytes u = nibble | top << 4 < 64; int5g
+ * (ukr_q5g, TB = 1): the top bit of quarter f of the group from bit f of
+ * one 32-byte word X per half (u < 32). Then tile8n's sums: vpmaddubsw on
+ * the bytes, two products' pairs in 16 bits (2 * 2 * 63 * 127 = 32004),
+ * vpmaddwd to int32 per 8 k. NH = 2: both halves in one pass (one row: the
+ * decode's stream); NH = 1: half h0. TB: the top plane's bits (2 or 1). */
+static inline __attribute__((always_inline)) __m256i top1(__m256i X, int f)
+{
+    const __m256i m16 = _mm256_set1_epi8(16);     /* bit f of each byte to bit 4 */
+    return _mm256_and_si256(f < 4 ? _mm256_slli_epi16(X, 4 - f) : f > 4 ? _mm256_srli_epi16(X, f - 4) : X,
+                            m16);
+}
+
 static inline __attribute__((always_inline)) void
-tile6(int64_t G, const uint8_t *b, const int h0, const int NH, const void *d, const void *mn,
+tile6(int64_t G, const uint8_t *b, const int TB, const int h0, const int NH, const void *d, const void *mn,
       const int8_t *sub, const int H16, int z, const int M, const int8_t *qx, int64_t ldq,
       const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs, int64_t lds,
       float *c, int64_t ldc)
@@ -647,24 +656,32 @@ tile6(int64_t G, const uint8_t *b, const int h0, const int NH, const void *d, co
                   m48 = _mm256_set1_epi8(0x30);
     __m256 f[4][2];
     for (int i = 0; i < 4; i++) f[i][0] = f[i][1] = _mm256_setzero_ps();
-    for (int64_t g = 0; g < G; g++, b += 384) {
+    for (int64_t g = 0; g < G; g++, b += 256 + 64 * TB) {
         if (h0 == 0) {
-            for (int t = 0; t < 6; t++) _mm_prefetch((const char *)b + PF + 64 * t, _MM_HINT_T0);
+            for (int t = 0; t < 4 + TB; t++) _mm_prefetch((const char *)b + PF + 64 * t, _MM_HINT_T0);
         }
         for (int hh = 0; hh < NH; hh++) {
             const int h = h0 + hh;
             __m256i tt[4];
             for (int sb = 0; sb < 2; sb++) {
-                const __m256i X = _mm256_loadu_si256((const __m256i *)(b + 256 + 64 * sb + 32 * h));
                 const __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + 128 * sb + 32 * h));
                 const __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + 128 * sb + 64 + 32 * h));
-                const __m256i u0 = _mm256_or_si256(_mm256_and_si256(v0, m15),
-                                                   _mm256_and_si256(_mm256_slli_epi16(X, 4), m48));
-                const __m256i u1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m15),
-                                                   _mm256_and_si256(_mm256_slli_epi16(X, 2), m48));
-                const __m256i u2 = _mm256_or_si256(_mm256_and_si256(v1, m15), _mm256_and_si256(X, m48));
-                const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m15),
-                                                   _mm256_and_si256(_mm256_srli_epi16(X, 2), m48));
+                const __m256i l0 = _mm256_and_si256(v0, m15), l1 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m15),
+                              l2 = _mm256_and_si256(v1, m15), l3 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m15);
+                __m256i u0, u1, u2, u3;
+                if (TB == 2) {
+                    const __m256i X = _mm256_loadu_si256((const __m256i *)(b + 256 + 64 * sb + 32 * h));
+                    u0 = _mm256_or_si256(l0, _mm256_and_si256(_mm256_slli_epi16(X, 4), m48));
+                    u1 = _mm256_or_si256(l1, _mm256_and_si256(_mm256_slli_epi16(X, 2), m48));
+                    u2 = _mm256_or_si256(l2, _mm256_and_si256(X, m48));
+                    u3 = _mm256_or_si256(l3, _mm256_and_si256(_mm256_srli_epi16(X, 2), m48));
+                } else {
+                    const __m256i X = _mm256_loadu_si256((const __m256i *)(b + 256 + 32 * h));
+                    u0 = _mm256_or_si256(l0, top1(X, 4 * sb));
+                    u1 = _mm256_or_si256(l1, top1(X, 4 * sb + 1));
+                    u2 = _mm256_or_si256(l2, top1(X, 4 * sb + 2));
+                    u3 = _mm256_or_si256(l3, top1(X, 4 * sb + 3));
+                }
                 for (int i = 0; i < M; i++) {
                     const int8_t *a = qx + i * ldq + g * 32 + 16 * sb;
                     int32_t w0, w1, w2, w3;
@@ -701,18 +718,18 @@ tile6(int64_t G, const uint8_t *b, const int h0, const int NH, const void *d, co
         for (int hh = 0; hh < NH; hh++) _mm256_storeu_ps(c + i * ldc + 8 * (h0 + hh), f[i][hh]);
 }
 
-#define HALVES6(M, H)                                                                           \
+#define HALVES6(TB, M, H)                                                                       \
     do {                                                                                        \
-        tile6(G, b, 0, 1, d, mn, sub, H, z, M, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);        \
-        tile6(G, b, 1, 1, d, mn, sub, H, z, M, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);        \
+        tile6(G, b, TB, 0, 1, d, mn, sub, H, z, M, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);    \
+        tile6(G, b, TB, 1, 1, d, mn, sub, H, z, M, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);    \
     } while (0)
 
-#define TILES6(H)                                                                               \
+#define TILES6(TB, H)                                                                           \
     switch (m) {                                                                                \
-    case 1: tile6(G, b, 0, 2, d, mn, sub, H, z, 1, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
-    case 2: HALVES6(2, H); break;                                                               \
-    case 3: HALVES6(3, H); break;                                                               \
-    default: HALVES6(4, H); break;                                                              \
+    case 1: tile6(G, b, TB, 0, 2, d, mn, sub, H, z, 1, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
+    case 2: HALVES6(TB, 2, H); break;                                                           \
+    case 3: HALVES6(TB, 3, H); break;                                                           \
+    default: HALVES6(TB, 4, H); break;                                                          \
     }
 
 void Q4NAME(cattn_ukr_avx2_q6g)(int64_t G, const uint8_t *b, const void *d, const void *mn,
@@ -721,9 +738,21 @@ void Q4NAME(cattn_ukr_avx2_q6g)(int64_t G, const uint8_t *b, const void *d, cons
                         int64_t lds, float *c, int64_t ldc)
 {
     if (h16) {
-        TILES6(1)
+        TILES6(2, 1)
     } else {
-        TILES6(0)
+        TILES6(2, 0)
+    }
+}
+
+void Q4NAME(cattn_ukr_avx2_q5g)(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                        const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
+                        const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
+                        int64_t lds, float *c, int64_t ldc)
+{
+    if (h16) {
+        TILES6(1, 1)
+    } else {
+        TILES6(1, 0)
     }
 }
 #ifdef CATTN_Q4_F16C
@@ -734,6 +763,7 @@ void cattn_kernels_avx2_f16c(cattn_dispatch_t *kt)
     if (kt->ukr_q8g == cattn_ukr_avx2_q8g) kt->ukr_q8g = cattn_ukr_avx2_q8g_f16c;
     if (kt->ukr_q8g_n == cattn_ukr_avx2_q8g_n) kt->ukr_q8g_n = cattn_ukr_avx2_q8g_n_f16c;
     if (kt->ukr_q6g == cattn_ukr_avx2_q6g) kt->ukr_q6g = cattn_ukr_avx2_q6g_f16c;
+    if (kt->ukr_q5g == cattn_ukr_avx2_q5g) kt->ukr_q5g = cattn_ukr_avx2_q5g_f16c;
     if (kt->ukr_q4 == cattn_ukr_avx2_q4_f16c) kt->int4_kernel = "avx2 (vpmaddubsw; F16C scales)";
 }
 #endif

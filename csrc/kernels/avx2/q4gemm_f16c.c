@@ -1,4 +1,4 @@
-/* kernels/avx2/q4gemm_f16c.c — q4gemm.c's int4 / int8g / int6g
+/* kernels/avx2/q4gemm_f16c.c — q4gemm.c's int4 / int8g / int6g / int5g
  * micro-kernels again, their float16 scales widened by F16C's vcvtph2ps
  * (exact, subnormals included) instead of integer shifts and adds; the
  * same bits. The AVX2 table takes these where the CPU has F16C (every AVX2

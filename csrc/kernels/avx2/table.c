@@ -19,6 +19,7 @@ void cattn_kernels_avx2(cattn_dispatch_t *kt)
     kt->ukr_q8g = cattn_ukr_avx2_q8g;
     kt->ukr_q8g_n = cattn_ukr_avx2_q8g_n;
     kt->ukr_q6g = cattn_ukr_avx2_q6g;
+    kt->ukr_q5g = cattn_ukr_avx2_q5g;
     kt->int4_kernel = "avx2 (vpmaddubsw)";
     kt->dotn_f32 = cattn_dotn_avx2_f32;
     kt->dotn_f64 = cattn_dotn_avx2_f64;

@@ -51,7 +51,8 @@ void cattn_ukr_ref_q4(int64_t G, const uint8_t *b, const void *d, const void *mn
         for (int j = 0; j < CATTN_NR_Q4; j++) c[i * ldc + j] = acc[i][j];
 }
 
-/* u[j, 32g + k] of an int8g group (512 bytes) or an int6g one (384: dispatch.h, ukr_q6g) */
+/* u[j, 32g + k] of an int8g group (512 bytes), an int6g one (384: dispatch.h,
+ * ukr_q6g) or an int5g one (320: ukr_q5g) */
 static inline int32_t value8(const uint8_t *bg, int j, int k)
 {
     return bg[(k / 4) * 64 + 4 * j + k % 4];
@@ -63,21 +64,29 @@ static inline int32_t value6(const uint8_t *bg, int j, int k)
     return (k % 8 < 4 ? lo & 15 : lo >> 4) | ((bg[256 + s * 64 + 4 * j + v] >> (2 * f)) & 3) << 4;
 }
 
+static inline int32_t value5(const uint8_t *bg, int j, int k)
+{
+    const uint8_t lo = bg[(k / 8) * 64 + 4 * j + k % 4];
+    return (k % 8 < 4 ? lo & 15 : lo >> 4) | ((bg[256 + 4 * j + k % 4] >> (k / 4)) & 1) << 4;
+}
+
+/* bits: 8 (int8g), 6 (int6g) or 5 (int5g) */
 static inline __attribute__((always_inline)) void
-tile8(int64_t G, const uint8_t *b, const int six, const void *d, const void *mn, const int8_t *sub,
+tile8(int64_t G, const uint8_t *b, const int bits, const void *d, const void *mn, const int8_t *sub,
       int h16, int z, int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
       const int32_t *xs16, const float *sxs, int64_t lds, float *c, int64_t ldc)
 {
     float acc[CATTN_MR_Q4][CATTN_NR_Q4] = {{0}};
     for (int64_t g = 0; g < G; g++) {
-        const uint8_t *bg = b + g * (six ? 384 : 512);
+        const uint8_t *bg = b + g * 64 * bits;
         for (int i = 0; i < m; i++) {
             const int8_t *a = qx + i * ldq + g * 32;
             const float s = sx[i * lds + g];
             for (int j = 0; j < CATTN_NR_Q4; j++) {
                 int32_t part[2] = {0, 0};
                 for (int k = 0; k < 32; k++)
-                    part[k / 16] += (six ? value6(bg, j, k) : value8(bg, j, k)) * a[k];
+                    part[k / 16] += (bits == 6 ? value6(bg, j, k) : bits == 5 ? value5(bg, j, k)
+                                     : value8(bg, j, k)) * a[k];
                 int32_t tt;
                 if (sub)
                     tt = sub[(g * 2) * 16 + j] * (part[0] - z * xs16[i * 2 * lds + 2 * g]) +
@@ -99,7 +108,7 @@ void cattn_ukr_ref_q8g(int64_t G, const uint8_t *b, const void *d, const void *m
                        const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
                        int64_t lds, float *c, int64_t ldc)
 {
-    tile8(G, b, 0, d, mn, sub, h16, z, m, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);
+    tile8(G, b, 8, d, mn, sub, h16, z, m, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);
 }
 
 void cattn_ukr_ref_q6g(int64_t G, const uint8_t *b, const void *d, const void *mn,
@@ -107,5 +116,13 @@ void cattn_ukr_ref_q6g(int64_t G, const uint8_t *b, const void *d, const void *m
                        const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
                        int64_t lds, float *c, int64_t ldc)
 {
-    tile8(G, b, 1, d, mn, sub, h16, z, m, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);
+    tile8(G, b, 6, d, mn, sub, h16, z, m, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);
+}
+
+void cattn_ukr_ref_q5g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                       const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
+                       const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
+                       int64_t lds, float *c, int64_t ldc)
+{
+    tile8(G, b, 5, d, mn, sub, h16, z, m, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);
 }

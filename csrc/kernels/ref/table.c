@@ -13,6 +13,7 @@ void cattn_kernels_ref(cattn_dispatch_t *kt)
     kt->ukr_q4k = NULL;                            /* the driver's expansion */
     kt->ukr_q8g = cattn_ukr_ref_q8g;
     kt->ukr_q6g = cattn_ukr_ref_q6g;
+    kt->ukr_q5g = cattn_ukr_ref_q5g;
     kt->int4_kernel = "portable C";
     kt->dotn_f32 = cattn_dotn_ref_f32;
     kt->dotn_f64 = cattn_dotn_ref_f64;
