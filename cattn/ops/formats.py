@@ -251,6 +251,10 @@ class WeightFormat(str):
 
     __hash__ = str.__hash__
 
+    def __reduce__(self):
+        """Pickled by name: loads as this build's format object of that name."""
+        return (_format_named, (str(self),))
+
     def layout(self, N, K):
         """(elements of packed data, KC the packing depends on)."""
         raise NotImplementedError
@@ -798,43 +802,6 @@ def int6g_unpanel(data, N, K):
     return (low | top << 4)[:N, :K]
 
 
-class _Int6G(_Int8G):
-    """int6g: int8g's values, formula and extra arrays, every u < 64 in 6 bits."""
-
-    def layout(self, N, K):
-        return _ext.q6g_packed_bytes(N, K), 0
-
-    def pack(self, w, data, op):
-        with np.errstate(over="ignore"):
-            W = np.asarray(w, np.float32)
-        if not np.all(np.isfinite(W)):
-            raise ValueError(f"{op}: w holds NaN or inf (or values past float32's range); "
-                             "int6g needs a finite weight")
-        u, d = quantize_int6g(W)
-        data[...] = int6g_panels(u)
-        e = self._extra8(d, None, None, 32, W.shape[0])
-        e["ubits"] = 6
-        return e
-
-    def _values(self, data, N, K):
-        return int6g_unpanel(data, N, K)
-
-    def _row_values(self, data, shape, ids):
-        N, K = shape
-        G, P = -(-K // _Q4_G), -(-N // _Q4_NR)
-        b = data.reshape(P, G, 384)
-        lo = b[:, :, :256].reshape(P, G, 4, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]  # n G t v
-        q = np.stack([lo & 15, lo >> 4], axis=-2).reshape(len(ids), G, 2, 16)               # k = 16s + ..
-        t = b[:, :, 256:].reshape(P, G, 2, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]  # n G s v
-        top = np.stack([(t >> (2 * f)) & 3 for f in range(4)], axis=-2)                   # n G s f v
-        return (q | top.reshape(len(ids), G, 2, 16) << 4).reshape(len(ids), G * _Q4_G)[:, :K]
-
-    def loaded_extra(self, d, data, shape, op):
-        e = super().loaded_extra(d, data, shape, op)
-        e["ubits"] = 6
-        return e
-
-
 def int5g_panels(u):
     """u (N, K) uint8, every value < 32 -> the int5g panels (csrc/dispatch.h,
     ukr_q5g): per panel p and group g, 256 bytes of the low 4 bits in int4's
@@ -867,39 +834,62 @@ def int5g_unpanel(data, N, K):
     return (low | top << 4)[:N, :K]
 
 
-class _Int5G(_Int6G):
-    """int5g: int8g's values, formula and extra arrays, every u < 32 in 5 bits."""
+def _int6g_rows(b, ids):
+    """int6g panels' bytes (P, G, 384) -> u[ids] (n, G * 32)."""
+    n, G = len(ids), b.shape[1]
+    lo = b[:, :, :256].reshape(-1, G, 4, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]  # n G t v
+    q = np.stack([lo & 15, lo >> 4], axis=-2).reshape(n, G, 2, 16)                    # k = 16s + ..
+    t = b[:, :, 256:].reshape(-1, G, 2, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]  # n G s v
+    top = np.stack([(t >> (2 * f)) & 3 for f in range(4)], axis=-2)                  # n G s f v
+    return (q | top.reshape(n, G, 2, 16) << 4).reshape(n, G * _Q4_G)
+
+
+def _int5g_rows(b, ids):
+    """int5g panels' bytes (P, G, 320) -> u[ids] (n, G * 32)."""
+    n, G = len(ids), b.shape[1]
+    lo = b[:, :, :256].reshape(-1, G, 4, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]  # n G t v
+    q = np.stack([lo & 15, lo >> 4], axis=-2).reshape(n, G, _Q4_G)
+    top = _int5g_top(b[:, :, 256:].reshape(-1, G, _Q4_NR, 4)[ids // _Q4_NR, :, ids % _Q4_NR])
+    return (q | top << 4).reshape(n, G * _Q4_G)
+
+
+class _Narrow(_Int8G):
+    """int6g / int5g: int8g's values, formula and extra arrays, every u <
+    2^bits held in `bits` bits (the low 4 as int4's nibbles, the rest in a
+    plane beside them)."""
+
+    def __new__(cls, name, bits, quantize, panels, unpanel, rows_of):
+        self = super().__new__(cls, name)
+        self.bits, self._quantize, self._panels = bits, quantize, panels
+        self._unpanel, self._rows_of = unpanel, rows_of
+        return self
 
     def layout(self, N, K):
-        return _ext.q5g_packed_bytes(N, K), 0
+        return _ext.q6g_packed_bytes(N, K) if self.bits == 6 else _ext.q5g_packed_bytes(N, K), 0
 
     def pack(self, w, data, op):
         with np.errstate(over="ignore"):
             W = np.asarray(w, np.float32)
         if not np.all(np.isfinite(W)):
             raise ValueError(f"{op}: w holds NaN or inf (or values past float32's range); "
-                             "int5g needs a finite weight")
-        u, d = quantize_int5g(W)
-        data[...] = int5g_panels(u)
-        e = self._extra8(d, None, None, 16, W.shape[0])
-        e["ubits"] = 5
+                             f"{self} needs a finite weight")
+        u, d = self._quantize(W)
+        data[...] = self._panels(u)
+        e = self._extra8(d, None, None, 1 << (self.bits - 1), W.shape[0])
+        e["ubits"] = self.bits
         return e
 
     def _values(self, data, N, K):
-        return int5g_unpanel(data, N, K)
+        return self._unpanel(data, N, K)
 
     def _row_values(self, data, shape, ids):
         N, K = shape
         G, P = -(-K // _Q4_G), -(-N // _Q4_NR)
-        b = data.reshape(P, G, 320)
-        lo = b[:, :, :256].reshape(P, G, 4, _Q4_NR, 4)[ids // _Q4_NR, :, :, ids % _Q4_NR]  # n G t v
-        q = np.stack([lo & 15, lo >> 4], axis=-2).reshape(len(ids), G, _Q4_G)
-        top = _int5g_top(b[:, :, 256:].reshape(P, G, _Q4_NR, 4)[ids // _Q4_NR, :, ids % _Q4_NR])
-        return (q | top << 4).reshape(len(ids), G * _Q4_G)[:, :K]
+        return self._rows_of(data.reshape(P, G, 64 * self.bits), ids)[:, :K]
 
     def loaded_extra(self, d, data, shape, op):
         e = super().loaded_extra(d, data, shape, op)
-        e["ubits"] = 5
+        e["ubits"] = self.bits
         return e
 
 
@@ -938,6 +928,17 @@ def _make(cls, name, compute, stored):
     return f
 
 
+def _format_named(name):
+    return FORMATS[name]
+
+
+def _make_narrow(name, *args):
+    f = _Narrow(name, *args)
+    f.compute, f.stored = np.dtype(np.float32), np.dtype(np.uint8)
+    f.kind = _ext.WEIGHT_KINDS.get(name)
+    return f
+
+
 FORMATS = {f: f for f in (
     _make(_Panels, "float32", np.float32, np.float32),
     _make(_Float64, "float64", np.float64, np.float64),
@@ -945,6 +946,6 @@ FORMATS = {f: f for f in (
     _make(_Int8, "int8", np.float32, np.int8),
     _make(_Int4, "int4", np.float32, np.uint8),
     _make(_Int8G, "int8g", np.float32, np.uint8),
-    _make(_Int6G, "int6g", np.float32, np.uint8),
-    _make(_Int5G, "int5g", np.float32, np.uint8),
+    _make_narrow("int6g", 6, quantize_int6g, int6g_panels, int6g_unpanel, _int6g_rows),
+    _make_narrow("int5g", 5, quantize_int5g, int5g_panels, int5g_unpanel, _int5g_rows),
 )}
