@@ -133,7 +133,7 @@ cdef extern from "cattn.h" nogil:
     size_t cattn_q6g_packed_bytes(int64_t N, int64_t K)
     size_t cattn_q5g_packed_bytes(int64_t N, int64_t K)
     int CATTN_W_F32, CATTN_W_BF16, CATTN_W_INT8, CATTN_W_PLAIN, CATTN_W_INT4, CATTN_W_INT8G
-    int CATTN_W_INT6G, CATTN_W_INT5G
+    int CATTN_W_INT6G, CATTN_W_INT5G, CATTN_W_STACK
     ctypedef struct cattn_weight:
         int kind
         const void *P
@@ -148,6 +148,8 @@ cdef extern from "cattn.h" nogil:
         cattn_q4k_scales k
         int z
         int ubits
+        const void *parts
+        int64_t nparts
     int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,
                             int n_threads)
 
@@ -155,7 +157,7 @@ cdef extern from "cattn.h" nogil:
 # format names of cattn/ops/formats.py ("plain": a float32 array, unpacked).
 WEIGHT_KINDS = {"float32": CATTN_W_F32, "bfloat16": CATTN_W_BF16, "int8": CATTN_W_INT8,
                 "int4": CATTN_W_INT4, "int8g": CATTN_W_INT8G, "int6g": CATTN_W_INT6G,
-                "int5g": CATTN_W_INT5G, "plain": CATTN_W_PLAIN}
+                "int5g": CATTN_W_INT5G, "stack": CATTN_W_STACK, "plain": CATTN_W_PLAIN}
 
 
 cdef const void *_ptr(object a):
@@ -167,8 +169,25 @@ cdef int _weight(cattn_weight *w, tuple entry) except -1:
     k[, ubits]]) (None for what the kind lacks; int4, int8g, int6g, int5g: colsum
     is the mins, rsw the zero point, csw the sub-scales or None, k int4's
     two-level scales (sc, m, D, Dmin) or None, ubits int8g's bound: every u
-    < 2^ubits, default 8); w points into entry's arrays."""
+    < 2^ubits, default 8); w points into entry's arrays. A stack (kind
+    CATTN_W_STACK): data a uint8 array of weight_struct_bytes() per part
+    (filled here), scale the parts' entries (no stack among them)."""
     kind, data, sw, colsum, bias, N, K, rsw, csw = entry[:9]
+    cdef cattn_weight *pw
+    cdef Py_ssize_t i
+    w.parts = NULL
+    w.nparts = 0
+    if kind == CATTN_W_STACK:
+        if (<cnp.ndarray>data).nbytes < len(sw) * sizeof(cattn_weight):
+            raise ValueError("a stacked weight's struct buffer is too small")
+        pw = <cattn_weight *>cnp.PyArray_DATA(data)
+        for i in range(len(sw)):
+            if sw[i][0] == CATTN_W_STACK:
+                raise ValueError("a stacked weight's part is a stack")
+            _weight(&pw[i], sw[i])
+        w.parts = pw
+        w.nparts = len(sw)
+        sw = None
     k = entry[9] if len(entry) > 9 else None
     w.ubits = entry[10] if len(entry) > 10 else 8
     w.k.sc = w.k.m = NULL
@@ -308,6 +327,11 @@ def q8g_packed_bytes(int64_t N, int64_t K):
 def q6g_packed_bytes(int64_t N, int64_t K):
     """Bytes of an int6g weight's panels (cattn_q6g_packed_bytes)."""
     return cattn_q6g_packed_bytes(N, K)
+
+
+def weight_struct_bytes():
+    """Bytes of one cattn_weight (a stacked weight's part)."""
+    return sizeof(cattn_weight)
 
 
 def q5g_packed_bytes(int64_t N, int64_t K):

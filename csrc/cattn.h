@@ -227,6 +227,10 @@ uint64_t cattn_read_probe(const void *p, size_t bytes, int nt);
  *   CATTN_W_INT8G  int8g panels with sw = d, mn, sub and z (cattn_linear_int8g)
  *   CATTN_W_INT6G  int6g panels, the same fields (cattn_linear_int6g)
  *   CATTN_W_INT5G  int5g panels, the same fields (cattn_linear_int5g)
+ *   CATTN_W_STACK  rows stacked from nparts weights of the kinds above (parts:
+ *                  part i gives the next parts[i].N outputs; the same K; no
+ *                  stack inside a stack), each part's kernel writing its
+ *                  columns of y: each part's bits, as if called alone
  * cattn_linear_weight: y (M, N) rows of N = act(x (M, K) rows of K · W^T + bias)
  * by the kind's kernel, the same bits as that kernel called directly. */
 #define CATTN_W_F32 0
@@ -237,7 +241,9 @@ uint64_t cattn_read_probe(const void *p, size_t bytes, int nt);
 #define CATTN_W_INT8G 5
 #define CATTN_W_INT6G 6
 #define CATTN_W_INT5G 7
-typedef struct {
+#define CATTN_W_STACK 8
+typedef struct cattn_weight cattn_weight;
+struct cattn_weight {
     int kind;
     const void *P;              /* the panels (stored type), or the plain array */
     const float *sw;            /* int8: per-channel scales (N rounded up to 16) */
@@ -251,9 +257,17 @@ typedef struct {
     cattn_q4k_scales k;         /* int4: two-level scales (k.sc NULL: none) */
     int z;                      /* int4: the zero point without mins (0 or 8) */
     int ubits;                  /* int8g: every u < 2^ubits (8: unknown) */
-} cattn_weight;
+    const cattn_weight *parts;  /* CATTN_W_STACK: its nparts weights */
+    int64_t nparts;
+};
 int cattn_linear_weight(const cattn_weight *w, float *y, const float *x, int64_t M, int act,
                         int n_threads);
+/* the same into y rows of ldy >= N floats (a stack's parts write their columns) */
+int cattn_linear_weight_ld(const cattn_weight *w, float *y, int64_t ldy, const float *x,
+                           int64_t M, int act, int n_threads);
+/* q4gemm.c: the group kinds (CATTN_W_INT4, INT8G, INT6G, INT5G) into y rows of ldy */
+int cattn_linear_group_weight(const cattn_weight *w, float *y, int64_t ldy, const float *x,
+                              int64_t M, int act, int n_threads);
 
 /* ---- attention.c: fused scaled-dot-product attention ----
  * O = softmax(Q K^T * scale + mask) V per (batch, head), flash-style: the

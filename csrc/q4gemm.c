@@ -133,7 +133,7 @@ static inline float h2f(uint16_t h)
 }
 
 typedef struct {
-    float *C;
+    float *C; int64_t ldc;
     const int8_t *qx; const float *sx; const int32_t *xs; const int32_t *xs16; const float *sxs;
     const uint8_t *bad;
     const uint8_t *P; const void *d; const void *mn; const int8_t *sub; int h16, z, bits;
@@ -199,13 +199,13 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
                         for (int j = 0; j < nc; j++) t[j] += a->bias[c0 + j];
                     if (a->act != CATTN_ACT_NONE) cattn_kt.act_f32(t, t, NR, a->act);
                 }
-                memcpy(a->C + (r + i) * a->N + c0, t, sizeof(float) * (size_t)nc);
+                memcpy(a->C + (r + i) * a->ldc + c0, t, sizeof(float) * (size_t)nc);
             }
         }
     }
 }
 
-static int linear_groups(float *C, const float *A, const uint8_t *P, const void *d,
+static int linear_groups(float *C, int64_t ldc, const float *A, const uint8_t *P, const void *d,
                          const void *mn, const int8_t *sub, const cattn_q4k_scales *k, int h16,
                          int z, int bits, int narrow, int64_t M, int64_t N, int64_t K,
                          const float *bias, int act, int n_threads)
@@ -215,9 +215,9 @@ static int linear_groups(float *C, const float *A, const uint8_t *P, const void 
     const int64_t G = cattn_cdiv(K, QG), Kp = G * QG, np = cattn_cdiv(N, NR);
     if (G == 0) {                                  /* K = 0: bias only */
         for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) C[i * N + j] = bias ? bias[j] : 0.0f;
+            for (int64_t j = 0; j < N; j++) C[i * ldc + j] = bias ? bias[j] : 0.0f;
         if (act != CATTN_ACT_NONE)
-            for (int64_t i = 0; i < M; i++) cattn_kt.act_f32(C + i * N, C + i * N, N, act);
+            for (int64_t i = 0; i < M; i++) cattn_kt.act_f32(C + i * ldc, C + i * ldc, N, act);
         return CATTN_OK;
     }
     const size_t qsz = cattn_round_up((size_t)(M * Kp), 64);
@@ -241,7 +241,7 @@ static int linear_groups(float *C, const float *A, const uint8_t *P, const void 
         kbuf = cattn_aligned_alloc(sizeof(float) * (size_t)(2 * G * NR) * (size_t)nt);
         if (!kbuf) { cattn_aligned_free(mem); return CATTN_ENOMEM; }
     }
-    const q4_args g = {C, qx, sx, xs, xs16, sxs, bad, P, d, mn, sub, h16, z, bits, k, kbuf,
+    const q4_args g = {C, ldc, qx, sx, xs, xs16, sxs, bad, P, d, mn, sub, h16, z, bits, k, kbuf,
                        bias, act, M, N, G, narrow};
     const int quant_in_region = nt > 1 && M >= 8;
     if (!quant_in_region)
@@ -273,27 +273,48 @@ int cattn_linear_int4(float *C, const float *A, const uint8_t *P, const void *d,
                       const void *mn, const cattn_q4k_scales *k, int h16, int z, int64_t M,
                       int64_t N, int64_t K, const float *bias, int act, int n_threads)
 {
-    return linear_groups(C, A, P, d, mn, NULL, k, h16, z, 4, 0, M, N, K, bias, act, n_threads);
+    return linear_groups(C, N, A, P, d, mn, NULL, k, h16, z, 4, 0, M, N, K, bias, act, n_threads);
 }
 
 int cattn_linear_int6g(float *C, const float *A, const uint8_t *P, const void *d,
                        const void *mn, const int8_t *sub, int h16, int z, int64_t M, int64_t N,
                        int64_t K, const float *bias, int act, int n_threads)
 {
-    return linear_groups(C, A, P, d, mn, sub, NULL, h16, z, 6, 1, M, N, K, bias, act, n_threads);
+    return linear_groups(C, N, A, P, d, mn, sub, NULL, h16, z, 6, 1, M, N, K, bias, act, n_threads);
 }
 
 int cattn_linear_int5g(float *C, const float *A, const uint8_t *P, const void *d,
                        const void *mn, const int8_t *sub, int h16, int z, int64_t M, int64_t N,
                        int64_t K, const float *bias, int act, int n_threads)
 {
-    return linear_groups(C, A, P, d, mn, sub, NULL, h16, z, 5, 1, M, N, K, bias, act, n_threads);
+    return linear_groups(C, N, A, P, d, mn, sub, NULL, h16, z, 5, 1, M, N, K, bias, act, n_threads);
 }
 
 int cattn_linear_int8g(float *C, const float *A, const uint8_t *P, const void *d,
                        const void *mn, const int8_t *sub, int h16, int z, int ubits, int64_t M,
                        int64_t N, int64_t K, const float *bias, int act, int n_threads)
 {
-    return linear_groups(C, A, P, d, mn, sub, NULL, h16, z, 8, ubits <= 6, M, N, K, bias, act,
+    return linear_groups(C, N, A, P, d, mn, sub, NULL, h16, z, 8, ubits <= 6, M, N, K, bias, act,
                          n_threads);
+}
+
+int cattn_linear_group_weight(const cattn_weight *w, float *y, int64_t ldy, const float *x,
+                              int64_t M, int act, int n_threads)
+{
+    const uint8_t *P = (const uint8_t *)w->P;
+    switch (w->kind) {
+    case CATTN_W_INT4:
+        return linear_groups(y, ldy, x, P, w->sw, w->mn, NULL, w->k.sc ? &w->k : NULL, w->h16,
+                             w->z, 4, 0, M, w->N, w->K, w->bias, act, n_threads);
+    case CATTN_W_INT8G:
+        return linear_groups(y, ldy, x, P, w->sw, w->mn, w->sub, NULL, w->h16, w->z, 8,
+                             w->ubits <= 6, M, w->N, w->K, w->bias, act, n_threads);
+    case CATTN_W_INT6G:
+    case CATTN_W_INT5G:
+        return linear_groups(y, ldy, x, P, w->sw, w->mn, w->sub, NULL, w->h16, w->z,
+                             w->kind == CATTN_W_INT6G ? 6 : 5, 1, M, w->N, w->K, w->bias, act,
+                             n_threads);
+    default:
+        return CATTN_EKIND;
+    }
 }

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..ops.formats import int4_arrays, int4_k_arrays, int5g_arrays, int6g_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
+from ..ops.stacked import stack_weights
 from .heap import trim_heap
 
 __all__ = ["gguf_config", "GGUFCheckpoint", "GGUF_ARCHITECTURES"]
@@ -193,20 +194,15 @@ class GGUFCheckpoint:
     def packed(self, names):
         """The PackedWeight holding the rows of the tensors `names` (Hugging
         Face names, stacked in order: one linear weight, or a fused one like
-        q|k|v) exactly in the narrowest format that holds them all: "int4"
-        when every piece is Q4_0, Q4_1 or Q4_K (Q4_K's two-level scales
-        when every piece is Q4_K); "int5g" when every piece is one of those
-        or Q5_0, Q5_1, Q5_K (values < 32); "int6g" when every piece is one
-        of those or Q6_K (values < 64), else "int8g" when every
-        piece is one of those or Q8_0 (pieces with different zero points
-        take mins -z d, exact; beside Q6_K pieces' sub-scales the others
-        take u + 32: _stack); "bfloat16" when every piece is BF16;
-        "float32" when every piece is F32 or F16 (one tensor alone:
-        GGUFFile.weight, which builds it a block of rows at a time); None
-        otherwise (the float32 values the loader read hold them). The
-        pieces' pages of the file's map are let go after.
-        Scales are float16 when every piece has them, else float32 (an exact
-        widening)."""
+        q|k|v) exactly: pieces of different types (but F32 beside F16) as a
+        "stack" of runs of one type (_stacked); pieces of one type in the
+        format GGUFFile.weight gives it ("int4" for Q4_0, Q4_1, Q4_K, with
+        Q4_K's two-level scales; "int5g" for Q5_0, Q5_1, Q5_K; "int6g" for
+        Q6_K; "int8g" for Q8_0; "bfloat16"; "float32" for F32 and F16; one
+        tensor alone: GGUFFile.weight itself, which builds it a block of rows
+        at a time); None when a piece has no exact form (a scale that is not
+        finite: the float32 values the loader read hold them). The pieces'
+        pages of the file's map are let go after."""
         gnames = [self._names[n] for n in names]
         try:
             return self._packed(names, gnames)
@@ -219,6 +215,8 @@ class GGUFCheckpoint:
         types = {self.file.tensors[g][0] for g in gnames}
         if len(names) == 1 and names[0] not in self._heads:
             return self.file.weight(gnames[0])     # built a block of rows at a time
+        if len(types) > 1 and not types <= {"F32", "F16"}:
+            return self._stacked(names, gnames)
         if types <= {"F32", "F16"}:
             rows = [self._unpermute(n, self.file.dequantize(self._names[n])) for n in names]
             return pack_weight(np.concatenate(rows), "float32")
@@ -243,65 +241,43 @@ class GGUFCheckpoint:
             parts.append(p)
         return self._stack(names, parts, int8g_arrays, four=False)
 
+    def _stacked(self, names, gnames):
+        """Pieces of different types: each run of one type in its own exact
+        format, the runs one "stack" weight (a Q4_K_M file's q|k|v with a
+        Q6_K v: q|k in int4 with Q4_K's scales, v in int6g, the file's
+        bytes; one format for all would widen q and k to 8.5 bits)."""
+        kinds = [self.file.tensors[g][0] for g in gnames]
+        cuts = [0] + [i for i in range(1, len(kinds)) if kinds[i] != kinds[i - 1]] + [len(kinds)]
+        parts = [self._packed(names[a:b], gnames[a:b]) for a, b in zip(cuts, cuts[1:])]
+        return None if any(p is None for p in parts) else stack_weights(parts)
+
     def _stack(self, names, parts, arrays, four):
-        """Pieces (u, d, mn, sub, z) in one format, rows stacked, values
-        exact: a common zero point; or mins -z d (z a power of 2: exact) and
-        zero point 0; or, beside sub-scaled pieces (Q6_K among Q4_K rows: one
-        zero point zs for those), u + zs, sub-scales 1 and mins -z d for the
-        others (d (u + zs - zs) - z d). None when no such form exists."""
+        """Pieces (u, d, mn, sub, z) of one GGUF type (so one zero point and
+        the same arrays present), rows stacked; scales float16 when every
+        piece's are, else float32 (an exact widening)."""
         f16 = all(d.dtype == np.float16 and (mn is None or mn.dtype == np.float16)
                   for _, d, mn, _, _ in parts)
-        zs = {z for _, _, mn, _, z in parts if mn is None}
-        has_min = any(mn is not None for _, _, mn, _, _ in parts)
-        has_sub = any(sub is not None for _, _, _, sub, _ in parts)
-        mins = len(zs) > 1 or bool(has_min and zs - {0})
-        shift = 0                                  # the common zero point beside sub-scales
-        if mins and has_sub:
-            subz = {z for _, _, mn, sub, z in parts if sub is not None}
-            if len(subz) > 1 or any(mn is not None for _, _, mn, sub, _ in parts if sub is not None):
-                return None
-            shift = subz.pop()
-            if any(sub is None and ((mn is not None and z) or int(u.max(initial=0)) + shift > 255)
-                   for u, _, mn, sub, z in parts):
-                return None
-        if mins and any(z & (z - 1) for _, _, mn, sub, z in parts
-                        if mn is None and not (shift and sub is not None)):
-            return None                            # -z d would round
-        if mins and f16:                           # -z d in float16 unless it overflows
-            with np.errstate(over="ignore"):
-                f16 = all(np.isfinite(np.float16(-z) * d).all()
-                          for _, d, mn, _, z in parts if mn is None)
         dtype = np.float16 if f16 else np.float32
-        cols = {k: [] for k in "udms"}
-        for n, (u, d, mn, sub, z) in zip(names, parts):
-            d = d.astype(dtype)
-            if shift and sub is not None:          # keeps its zero point: a min of 0
-                mn = np.zeros_like(d)
-            elif shift:                            # d (u + shift - shift) + mn - z d
-                u = u + np.uint8(shift)
-                mn = (dtype(-z) * d).astype(dtype) if mn is None else mn.astype(dtype)
-            elif mins or has_min:
-                mn = (dtype(-z) * d).astype(dtype) if mn is None else mn.astype(dtype)
-            if mn is not None:
-                cols["m"].append(self._unpermute(n, mn))
-            if has_sub:
-                sub = np.ones(u.shape[0:1] + (2 * d.shape[1],), np.int8) if sub is None else sub
-                cols["s"].append(self._unpermute(n, sub))
-            cols["u"].append(self._unpermute(n, u))
-            cols["d"].append(self._unpermute(n, d))
-        z = shift if shift else 0 if (mins or has_min) else zs.pop()
-        mn = np.concatenate(cols["m"]) if cols["m"] else None
+        zs = {z for *_, z in parts}
+        if len(zs) > 1 or len({mn is None for _, _, mn, _, _ in parts}) > 1 \
+                or len({sub is None for _, _, _, sub, _ in parts}) > 1:
+            return None
+        def cat(i, conv=lambda n, a: a):
+            if parts[0][i] is None:
+                return None
+            return np.concatenate([self._unpermute(n, conv(n, p[i])) for n, p in zip(names, parts)])
+        u = cat(0)
+        d = cat(1, lambda n, a: a.astype(dtype))
+        mn = cat(2, lambda n, a: a.astype(dtype))
+        z = zs.pop()
         if four:
-            return PackedWeight.from_arrays(arrays(np.concatenate(cols["u"]),
-                                                   np.concatenate(cols["d"]), mn, z))
-        sub = np.concatenate(cols["s"]) if cols["s"] else None
-        u = np.concatenate(cols["u"])
+            return PackedWeight.from_arrays(arrays(u, d, mn, z))
         top = int(u.max()) if u.size else 0
         if top < 32:                                    # 5-bit values: in 5 bits
             arrays = int5g_arrays
         elif top < 64:                                  # 6-bit values: in 6 bits
             arrays = int6g_arrays
-        return PackedWeight.from_arrays(arrays(u, np.concatenate(cols["d"]), mn, sub, z))
+        return PackedWeight.from_arrays(arrays(u, d, mn, cat(3), z))
 
     def _unpermute(self, name, a):
         """a's rows put back in Hugging Face's order (a llama file's q, k)."""

@@ -10,6 +10,7 @@ import numpy as np
 from .. import _ext
 from ..ops.gemm import linear
 from ..ops.packed import PackedWeight, pack_weight
+from ..ops.stacked import restack
 
 __all__ = ["PackedRows", "PACKED", "compute_dtype", "repack", "weight_entry"]
 
@@ -96,8 +97,11 @@ def compute_dtype(p):
 
 def repack(old, w):
     """New values w (an array of old's shape and dtype) in the packed
-    parameter old's format (and, for PackedRows, its row cuts)."""
-    return old.repack(w) if isinstance(old, PackedRows) else pack_weight(w, old.format)
+    parameter old's format (for PackedRows its row cuts; for a stack each
+    block of rows in its part's format)."""
+    if isinstance(old, PackedRows):
+        return old.repack(w)
+    return restack(old, w) if len(old.parts) > 1 or old.format == "stack" else pack_weight(w, old.format)
 
 
 

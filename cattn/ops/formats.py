@@ -272,6 +272,20 @@ class WeightFormat(str):
         """The extra arrays to_arrays() saves (a dict)."""
         return {}
 
+    def stacked_parts(self, extra):
+        """The PackedWeights a stack is made of (the "stack" format), else None."""
+        return None
+
+    def extra_nbytes(self, extra):
+        """Bytes of the extra arrays the kernels read (scales, mins, sub-scales)."""
+        total = 0
+        for k, a in extra.items():
+            if k in ("scale", "min", "sub") and a is not None:
+                total += a.nbytes
+            elif k == "k" and a is not None:               # int4's two-level scales
+                total += sum(x.nbytes for x in a)
+        return total
+
     def rows(self, data, shape, kc, extra, ids):
         """unpack()[ids] for int64 ids (n,) in [0, N): the rows' values."""
         return self.unpack(data, shape, kc, extra)[ids]

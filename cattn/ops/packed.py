@@ -74,13 +74,14 @@ class PackedWeight:
     @property
     def nbytes(self):
         """Bytes of the packed data and of the format's extra arrays (int8's scales)."""
-        total = self._data.nbytes
-        for k, a in self._extra.items():
-            if k in ("scale", "min", "sub") and a is not None:
-                total += a.nbytes
-            elif k == "k" and a is not None:               # int4's two-level scales
-                total += sum(x.nbytes for x in a)
-        return total
+        return self._data.nbytes + self._format.extra_nbytes(self._extra)
+
+    @property
+    def parts(self):
+        """The weights whose rows this one stacks in order (a "stack" weight:
+        cattn.ops.stack_weights), else (self,)."""
+        parts = self._format.stacked_parts(self._extra)
+        return (self,) if parts is None else parts
 
     def __repr__(self):
         return f"PackedWeight(shape={self._shape}, format={str(self._format)!r}, nbytes={self.nbytes})"

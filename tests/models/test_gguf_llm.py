@@ -201,11 +201,10 @@ def hf_state(lm):
     ("llama", "Q8_0", {"q_proj": "Q4_0", "v_proj": "Q5_1", "gate_proj": "Q5_0"}, (64, 128)),
     ("qwen2", "Q4_0", {"v_proj": "Q5_1", "gate_proj": "Q5_0", "down_proj": "Q5_0"}, (64, 128))])
 def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types, sizes):
-    """weights=None: every 4-bit weight in int4 (a fused q|k|v or gate|up of
-    4-bit pieces too, Q4_0 among Q4_1 rows taking mins), 5-bit ones (and
-    fused ones mixing them with 4-bit pieces) in int5g, Q6_K in int6g, 8-bit
-    ones (and a fused weight mixing them with narrower pieces) in int8g,
-    BF16 in bfloat16; the values are the file's, bit for bit (state_dict
+    """weights=None: every 4-bit weight in int4, 5-bit ones in int5g, Q6_K in
+    int6g, Q8_0 in int8g, BF16 in bfloat16, a fused q|k|v or gate|up of
+    pieces of different types as a "stack" of one part per run of one type
+    (each in its type's format); the values are the file's, bit for bit (state_dict
     unpacks them); a tied 4-bit embedding's output projection is int4 while
     the lookup keeps float32. The logits are within the 8-bit activations'
     error of transformers holding the same values."""
@@ -217,22 +216,21 @@ def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types
     for k, v in held.items():
         if k != "lm_head.weight":
             np.testing.assert_array_equal(got[k], v, err_msg=k)
-    fmts = {k: p.format for k, p in ((k, getattr(getattr(lm.layers[0], k.split(".")[0]),
-                                                  k.split(".")[1]).weight)
-                                     for k in ("self_attn.qkv_proj", "self_attn.o_proj",
-                                               "mlp.gate_up_proj", "mlp.down_proj"))}
+    fmts = {k: tuple(str(q.format) for q in p.parts)
+            for k, p in ((k, getattr(getattr(lm.layers[0], k.split(".")[0]), k.split(".")[1]).weight)
+                         for k in ("self_attn.qkv_proj", "self_attn.o_proj",
+                                   "mlp.gate_up_proj", "mlp.down_proj"))}
     mixed = types or {}
-    narrow = {"Q6_K": "int6g", "Q5_0": "int5g", "Q5_1": "int5g"}    # 6- and 5-bit values
-    want_qkv = ("int8g" if mixed.get("k_proj") == "Q8_0" else
-                narrow.get(mixed.get("v_proj"), "int4"))
-    base = "int8g" if qtype == "Q8_0" else "int4"
-    want_down = {"BF16": "bfloat16", **narrow}.get(mixed.get("down_proj"), base)
-    want_gate_up = narrow.get(mixed.get("gate_proj"), base)
-    if qtype == "Q8_0":
-        want_qkv = want_gate_up = "int8g"
-    assert fmts["self_attn.qkv_proj"] == want_qkv
-    assert fmts["mlp.down_proj"] == want_down
-    assert fmts["mlp.gate_up_proj"] == want_gate_up and fmts["self_attn.o_proj"] == base
+    of_type = {"Q4_0": "int4", "Q4_1": "int4", "Q4_K": "int4", "Q5_0": "int5g", "Q5_1": "int5g",
+               "Q6_K": "int6g", "Q8_0": "int8g", "BF16": "bfloat16"}
+
+    def want(pieces):             # a run of pieces of one type: one part in that type's format
+        t = [mixed.get(n, qtype) for n in pieces]
+        return tuple(of_type[x] for i, x in enumerate(t) if i == 0 or x != t[i - 1])
+    assert fmts["self_attn.qkv_proj"] == want(["q_proj", "k_proj", "v_proj"])
+    assert fmts["mlp.gate_up_proj"] == want(["gate_proj", "up_proj"])
+    assert fmts["mlp.down_proj"] == want(["down_proj"])
+    assert fmts["self_attn.o_proj"] == want(["o_proj"])
     if arch in ("qwen2", "qwen3"):                         # tied
         assert lm.output_format == "int4" and lm.lm_head_weight.format == "int4"
         np.testing.assert_array_equal(lm.lm_head_weight.unpack(), held["model.embed_tokens.weight"])
@@ -242,7 +240,7 @@ def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types
         lm.pack_output("int8")                           # repacked from the table's values
         assert lm.lm_head_weight.format == "int8"
     else:
-        assert lm.lm_head.weight.format == base
+        assert lm.lm_head.weight.format == of_type[qtype]
     ref.load_state_dict({k: torch.from_numpy(v) for k, v in held.items()}, strict=False)
     ids = np.array([[1, 5, 9, 17, 33, 65, 3, 7]])
     with torch.no_grad():
