@@ -186,6 +186,15 @@ typedef void (*cattn_ukr_q8g_t)(int64_t G, const uint8_t *b, const void *d, cons
 typedef int (*cattn_quant_row_t)(void *dst, int64_t stride, int g, float *sa, int32_t *za,
                                  const float *x, int64_t K);
 
+/* the group-wise formats' activations (NULL: the driver's portable loop,
+ * q4gemm.c, quantize_row): groups g < G of 32 values of a row x holding no
+ * NaN or +-inf, each whose amax = max |x| >= 2^-100 quantized by the
+ * driver's formula bit for bit into qx[32g, 32g + 32), sx[g], xs[g],
+ * xs16[2g], xs16[2g + 1] and sxs[g]; every other group gets sx[g] = -1
+ * (the driver does it). */
+typedef void (*cattn_quant_q8g_t)(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
+                                  const float *x, int64_t G);
+
 /* ---- row kernels: one contiguous row (or block of columns) on the calling
  * thread; y may equal x exactly, nothing else may overlap ----
  *   softmax_row: y[n] = softmax(x[n]) (logsm = 0) or log_softmax (logsm = 1)
@@ -259,6 +268,7 @@ typedef struct {
     cattn_ukr_i8_t ukr_i8;
     cattn_ukr_i8_row4_t ukr_i8_row4;        /* NULL-able (above) */
     cattn_quant_row_t quant_row_u8;
+    cattn_quant_q8g_t quant_q8g;
     cattn_ukr_q4_t ukr_q4;
     cattn_ukr_q4k_t ukr_q4k;                /* NULL-able (above) */
     cattn_ukr_q8g_t ukr_q8g;

@@ -221,7 +221,7 @@ def test_float32_scales_past_float16_range(rng):
 
 # ---------------------------------------------------------------- activations
 
-@pytest.mark.parametrize("K", [1, 31, 32, 33, 64, 100])
+@pytest.mark.parametrize("K", [1, 31, 32, 33, 64, 100, 256, 4864])
 def test_activation_quantization_exact(rng, K):
     x = randn(rng, (6, K)) * F32(3)
     x[1] *= F32(1e-32)                     # the tiny path (127 / amax near float's range)
@@ -229,6 +229,22 @@ def test_activation_quantization_exact(rng, K):
     if K > 5:
         x[3, 5] = -x[3].max() * 2
     x[4, 0] = np.nan
+    got = _ext.quantize_q8_blocks(np.ascontiguousarray(x))
+    want = quant_act_ref(x)
+    for g, w_ in zip(got, want):
+        np.testing.assert_array_equal(g, w_)
+
+
+def test_activation_quantization_mixed_groups(rng):
+    """One row whose groups take every branch: normal, all zero, tiny
+    (127 / amax past float32's range), normal again, a partial tail; the
+    vector paths quantize full normal groups and leave the rest to the
+    driver's loop, so each must land in its own place."""
+    x = randn(rng, (3, 5 * 32 + 7)) * F32(5)
+    x[:, 32:64] = 0.0
+    x[:, 64:96] *= F32(1e-33)
+    x[1, 100] = np.inf
+    x[2, 96:128] = [127, 63.5, -0.5, 1.5] * 8   # ties to even in a full group
     got = _ext.quantize_q8_blocks(np.ascontiguousarray(x))
     want = quant_act_ref(x)
     for g, w_ in zip(got, want):

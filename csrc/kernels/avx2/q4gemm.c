@@ -5,11 +5,12 @@
  *
  * Shapes: m x 16 tiles (m = 1..4 rows of quantized activations, 16 output
  * columns) over G groups of 32 inputs. Variants by rows and values:
- *   tile / tile_half          int4; one row in one pass, 2-4 rows one
- *                             8-column half at a time (16 ymm do not hold
- *                             both halves' accumulators beside the sums)
+ *   tile / tile_both          int4; one row, 2-4 rows (float accumulators
+ *                             in L1: 16 ymm do not hold both halves'
+ *                             beside the 2 m group sums)
  *   tile8 / tile8_half        int8g, each byte split into two nibbles
- *   tile8_z128_rows / _half   int8g Q8_0 (z = 128, no sub-scales): sign trick
+ *   tile8_z128_rows / _both   int8g Q8_0 (z = 128, no sub-scales): sign
+ *                             trick; 1-2 rows, 3-4 rows
  *   tile8n_row / tile8n_half  int8g whose every u < 64: bytes unsplit
  *                             (cattn_ukr_avx2_q8g_n)
  * The integer group sums are exact in every variant, so each gives the
@@ -161,73 +162,87 @@ tile(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, 
     }
 }
 
-/* m >= 2 (compute-bound): the tile one 8-column half h at a time over all
- * G groups. Both halves at once hold 8 float accumulators beside the m
- * group sums and spill out of AVX2's 16 ymm; one half keeps 4 + 4 + the
- * temporaries in registers. The same integer sums and the same float steps
- * per column in the same order (same bits); the panel is read twice, from
- * L1/L2 (K x 8 bytes). */
+/* m >= 2 (compute-bound): both 8-column halves in one pass, each
+ * activation word broadcast once for the two halves, the 2 x m group sums
+ * in registers and the float accumulators in memory (an fma from and a
+ * store to L1 per row, half and group). The same integer sums and float
+ * steps per column in the same order as tile (same bits). One 8-column
+ * half at a time over all G groups instead (a panel read twice, every
+ * word broadcast twice: 15% more instructions) made a 4-row decode step of
+ * a Qwen2.5-0.5B-shaped Q4_0 file 6-10% slower on Zen 3. */
 static inline __attribute__((always_inline)) void
-tile_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, const int H16, int z,
+tile_both(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, int z,
           const int M, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
           const float *sxs, int64_t lds, float *c, int64_t ldc, const cattn_q4k_scales *k,
           const int K2)
 {
-    const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    const __m256i low = _mm256_set1_epi8(15);
     const __m256 neg = _mm256_set1_ps(-0.0f);
-    __m256 f[4], kD = neg, kDm = neg;
-    for (int i = 0; i < 4; i++) f[i] = _mm256_setzero_ps();
+    float f[4][16] __attribute__((aligned(32)));
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 16; j++) f[i][j] = 0.0f;
+    __m256 kD[2] = {neg, neg}, kDm[2] = {neg, neg};
     for (int64_t g = 0; g < G; g++, b += 256) {
-        if (h == 0) {                               /* the second pass reads L1 / L2 */
-            if (K2) pf4k(b, k->sc, k->m, g);
-            else pf4(b, d, mn, g, H16);
+        if (K2) {
+            pf4k(b, k->sc, k->m, g);
+            if ((g & 7) == 0)
+                for (int h = 0; h < 2; h++) {
+                    kD[h] = scales8(k->D, (g >> 3) * 16 + 8 * h, 1);
+                    kDm[h] = scales8(k->Dmin, (g >> 3) * 16 + 8 * h, 1);
+                }
+        } else {
+            pf4(b, d, mn, g, H16);
         }
-        if (K2 && (g & 7) == 0) {
-            kD = scales8(k->D, (g >> 3) * 16 + 8 * h, 1);
-            kDm = scales8(k->Dmin, (g >> 3) * 16 + 8 * h, 1);
-        }
-        __m256i s[4];
-        for (int i = 0; i < M; i++) s[i] = _mm256_setzero_si256();
+        __m256i s[4][2];
         for (int t = 0; t < 4; t++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(b + 64 * t + 32 * h));
-            const __m256i lo = _mm256_and_si256(v, low);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + 64 * t));
+            const __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + 64 * t + 32));
+            const __m256i lo0 = _mm256_and_si256(v0, low), lo1 = _mm256_and_si256(v1, low);
+            const __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low);
+            const __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low);
             for (int i = 0; i < M; i++) {
                 const int8_t *a = qx + i * ldq + g * 32 + 8 * t;
                 int32_t w0, w1;
                 __builtin_memcpy(&w0, a, 4);
                 __builtin_memcpy(&w1, a + 4, 4);
-                s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(w0)));
-                s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(w1)));
-                PIN(s[i]);
+                const __m256i a0 = _mm256_set1_epi32(w0), a1 = _mm256_set1_epi32(w1);
+                const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, a0),
+                                                    _mm256_maddubs_epi16(hi0, a1));
+                const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, a0),
+                                                    _mm256_maddubs_epi16(hi1, a1));
+                s[i][0] = t ? _mm256_add_epi16(s[i][0], p0) : p0;
+                s[i][1] = t ? _mm256_add_epi16(s[i][1], p1) : p1;
+                PIN(s[i][0]);
+                PIN(s[i][1]);
             }
         }
-        const __m256 dv = K2 ? kmul(kD, k->sc, g * 16 + 8 * h) : scales8(d, g * 16 + 8 * h, H16);
-        const __m256 mv = K2 ? _mm256_xor_ps(kmul(kDm, k->m, g * 16 + 8 * h), neg)
-                          : mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
-        for (int i = 0; i < M; i++) {
-            const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s[i], ones),
-                                                  _mm256_set1_epi32(z * xs[i * lds + g]));
-            const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
-            f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ds, f[i]);
-            if (K2 || mn) f[i] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i]);
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int h = 0; h < 2; h++) {
+            const __m256 dv = K2 ? kmul(kD[h], k->sc, g * 16 + 8 * h) : scales8(d, g * 16 + 8 * h, H16);
+            const __m256 mv = K2 ? _mm256_xor_ps(kmul(kDm[h], k->m, g * 16 + 8 * h), neg)
+                              : mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
+            for (int i = 0; i < M; i++) {
+                const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s[i][h], ones),
+                                                      _mm256_set1_epi32(z * xs[i * lds + g]));
+                const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
+                __m256 fv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ds, _mm256_load_ps(f[i] + 8 * h));
+                if (K2 || mn) fv = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), fv);
+                _mm256_store_ps(f[i] + 8 * h, fv);
+            }
         }
     }
-    for (int i = 0; i < M; i++) _mm256_storeu_ps(c + i * ldc + 8 * h, f[i]);
+    for (int i = 0; i < M; i++) {
+        _mm256_storeu_ps(c + i * ldc, _mm256_load_ps(f[i]));
+        _mm256_storeu_ps(c + i * ldc + 8, _mm256_load_ps(f[i] + 8));
+    }
 }
-
-#define HALVES(M, H, K2)                                                                     \
-    do {                                                                                     \
-        tile_half(G, b, 0, d, mn, H, z, M, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2);        \
-        tile_half(G, b, 1, d, mn, H, z, M, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2);        \
-    } while (0)
 
 #define TILES(H, K2)                                                                     \
     switch (m) {                                                                         \
     case 1: tile(G, b, d, mn, H, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2); break; \
-    case 2: HALVES(2, H, K2); break;                                                     \
-    case 3: HALVES(3, H, K2); break;                                                     \
-    default: HALVES(4, H, K2); break;                                                    \
+    case 2: tile_both(G, b, d, mn, H, z, 2, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2); break; \
+    case 3: tile_both(G, b, d, mn, H, z, 3, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2); break; \
+    default: tile_both(G, b, d, mn, H, z, 4, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2); break; \
     }
 
 void Q4NAME(cattn_ukr_avx2_q4)(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
@@ -317,7 +332,7 @@ tile8(int64_t G, const uint8_t *b, const void *d, const void *mn, const int8_t *
     }
 }
 
-/* m >= 2: as tile_half, one 8-column half at a time. Without sub-scales the
+/* m >= 2: one 8-column half at a time. Without sub-scales the
  * nibble sums run over all 8 chunks in s16 (8 products of at most
  * 2 * 15 * 127 per lane: 30480, no overflow) and the two sub-blocks' int32
  * sums are not kept apart (t = isum_0 + isum_1 - z xs, the same integer). */
@@ -381,44 +396,9 @@ tile8_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, co
  * times sign(a, q) (vpsignb; |a| <= 127): a pair is at most 2 * 128 * 127
  * = 32512, so each chunk goes to int32 at once (vpmaddwd). One product a
  * byte instead of one per nibble, and t = sum q a = isum - 128 xs (the
- * same integer) with no correction. */
-static inline __attribute__((always_inline)) void
-tile8_z128_half(int64_t G, const uint8_t *b, int h, const void *d, const void *mn, const int H16,
-                const int M, const int8_t *qx, int64_t ldq, const float *sx, const float *sxs,
-                int64_t lds, float *c, int64_t ldc)
-{
-    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
-    __m256 f[4];
-    for (int i = 0; i < 4; i++) f[i] = _mm256_setzero_ps();
-    for (int64_t g = 0; g < G; g++, b += 512) {
-        if (h == 0) pf8(b);
-        __m256i tt[4];
-        for (int i = 0; i < M; i++) tt[i] = _mm256_setzero_si256();
-        for (int t = 0; t < 8; t++) {
-            const __m256i q = _mm256_xor_si256(
-                _mm256_loadu_si256((const __m256i *)(b + 64 * t + 32 * h)), flip);
-            const __m256i aq = _mm256_abs_epi8(q);
-            for (int i = 0; i < M; i++) {
-                int32_t w;
-                __builtin_memcpy(&w, qx + i * ldq + g * 32 + 4 * t, 4);
-                const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(_mm256_set1_epi32(w), q));
-                tt[i] = _mm256_add_epi32(tt[i], _mm256_madd_epi16(p, ones));
-                PIN(tt[i]);
-            }
-        }
-        const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
-        const __m256 mv = mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
-        for (int i = 0; i < M; i++) {
-            const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
-            f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tt[i]), ds, f[i]);
-            if (mn) f[i] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), f[i]);
-        }
-    }
-    for (int i = 0; i < M; i++) _mm256_storeu_ps(c + i * ldc + 8 * h, f[i]);
-}
-
-/* the same for one or two rows, both halves in one pass (a decode step's
- * stream: two passes lost 8-27% there) */
+ * same integer) with no correction. One or two rows: both halves in one
+ * pass, the accumulators in registers (two passes lost 8-27% of a decode
+ * step's stream). */
 static inline __attribute__((always_inline)) void
 tile8_z128_rows(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16,
                 const int M, const int8_t *qx, int64_t ldq, const float *sx, const float *sxs,
@@ -460,6 +440,55 @@ tile8_z128_rows(int64_t G, const uint8_t *b, const void *d, const void *mn, cons
     for (int i = 0; i < M; i++) {
         _mm256_storeu_ps(c + i * ldc, f[i][0]);
         _mm256_storeu_ps(c + i * ldc + 8, f[i][1]);
+    }
+}
+
+/* three or four rows: tile8_z128_rows with the float accumulators in
+ * memory (an fma from and a store to L1 per row, half and group), each
+ * activation word broadcast once for both halves; same bits (one half at
+ * a time instead: a 4-row Qwen2.5 Q4_0 decode step 4% slower, Zen 3) */
+static inline __attribute__((always_inline)) void
+tile8_z128_both(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16,
+                const int M, const int8_t *qx, int64_t ldq, const float *sx, const float *sxs,
+                int64_t lds, float *c, int64_t ldc)
+{
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    float f[4][16] __attribute__((aligned(32)));
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 16; j++) f[i][j] = 0.0f;
+    for (int64_t g = 0; g < G; g++, b += 512) {
+        pf8(b);
+        __m256i tt[4][2];
+        for (int t = 0; t < 8; t++) {
+            const __m256i q0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b + 64 * t)), flip);
+            const __m256i q1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b + 64 * t + 32)), flip);
+            const __m256i aq0 = _mm256_abs_epi8(q0), aq1 = _mm256_abs_epi8(q1);
+            for (int i = 0; i < M; i++) {
+                int32_t w;
+                __builtin_memcpy(&w, qx + i * ldq + g * 32 + 4 * t, 4);
+                const __m256i a = _mm256_set1_epi32(w);
+                const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq0, _mm256_sign_epi8(a, q0)), ones);
+                const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq1, _mm256_sign_epi8(a, q1)), ones);
+                tt[i][0] = t ? _mm256_add_epi32(tt[i][0], p0) : p0;
+                tt[i][1] = t ? _mm256_add_epi32(tt[i][1], p1) : p1;
+                PIN(tt[i][0]);
+                PIN(tt[i][1]);
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            const __m256 dv = scales8(d, g * 16 + 8 * h, H16);
+            const __m256 mv = mn ? scales8(mn, g * 16 + 8 * h, H16) : _mm256_setzero_ps();
+            for (int i = 0; i < M; i++) {
+                const __m256 ds = _mm256_mul_ps(dv, _mm256_set1_ps(sx[i * lds + g]));
+                __m256 fv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tt[i][h]), ds, _mm256_load_ps(f[i] + 8 * h));
+                if (mn) fv = _mm256_fmadd_ps(mv, _mm256_set1_ps(sxs[i * lds + g]), fv);
+                _mm256_store_ps(f[i] + 8 * h, fv);
+            }
+        }
+    }
+    for (int i = 0; i < M; i++) {
+        _mm256_storeu_ps(c + i * ldc, _mm256_load_ps(f[i]));
+        _mm256_storeu_ps(c + i * ldc + 8, _mm256_load_ps(f[i] + 8));
     }
 }
 
@@ -597,8 +626,7 @@ void Q4NAME(cattn_ukr_avx2_q8g_n)(int64_t G, const uint8_t *b, const void *d, co
 #define HALVES8(M, H)                                                                            \
     do {                                                                                         \
         if (z == 128 && !sub) {                                                                  \
-            tile8_z128_half(G, b, 0, d, mn, H, M, qx, ldq, sx, sxs, lds, c, ldc);                \
-            tile8_z128_half(G, b, 1, d, mn, H, M, qx, ldq, sx, sxs, lds, c, ldc);                \
+            tile8_z128_both(G, b, d, mn, H, M, qx, ldq, sx, sxs, lds, c, ldc);                   \
         } else {                                                                                 \
             tile8_half(G, b, 0, d, mn, sub, H, z, M, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);   \
             tile8_half(G, b, 1, d, mn, sub, H, z, M, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);   \

@@ -1,12 +1,20 @@
-/* kernels/avx2/quant.c — bfloat16 widening, and int8 row quantization (contract in dispatch.h;
- * the formula in cattn.h, cattn_quantize_rows), 16 floats at a time:
+/* kernels/avx2/quant.c — bfloat16 widening, int8 row quantization and the
+ * group-wise formats' int8 activation groups (contracts in dispatch.h).
+ *
+ * Rows (the formula in cattn.h, cattn_quantize_rows), 16 floats at a time:
  *   lo = min(0, min x), hi = max(0, max x), d = hi - lo, inv = 255 / d (double)
  *   q = clamp(rint(x *f (float)inv) + za, 0, 255),  za = clamp(rint(-lo * inv), 0, 255)
  * The float products x * inv are rounded before the rounding constant is
  * added (an empty asm keeps the compiler from fusing them into an FMA), so
  * the bits equal the portable loop's. The values go straight into the
  * packed A words of the int8 micro-kernels (pairs or quads at a stride):
- * no byte row in between. */
+ * no byte row in between.
+ *
+ * Groups of 32 (the driver's formula in q4gemm.c, quantize_row), 32 floats
+ * at a time:
+ *   amax = max |x|, inv = 127 / amax (float), q = clamp(rint(x *f inv), -127, 127)
+ * the same rounded products as the portable loop (no FMA), so the same
+ * bits. */
 #include "../../dispatch.h"
 
 #ifdef CATTN_X86
@@ -173,5 +181,48 @@ int cattn_quant_row_avx2_u8(void *dst, int64_t stride, int g, float *sa, int32_t
     *za = (int32_t)z;
     *sa = (float)(d / 255.0);
     return 0;
+}
+
+/* dispatch.h, cattn_quant_q8g_t: the full groups g < G of a finite row x */
+void cattn_quant_q8g_avx2(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
+                          const float *x, int64_t G)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-127.0f),
+                 hi = _mm256_set1_ps(127.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t g = 0; g < G; g++) {
+        const float *v = x + 32 * g;
+        __m256 a[4];
+        for (int t = 0; t < 4; t++) a[t] = _mm256_loadu_ps(v + 8 * t);
+        const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, a[0]), _mm256_andnot_ps(sign, a[1])),
+                                       _mm256_max_ps(_mm256_andnot_ps(sign, a[2]), _mm256_andnot_ps(sign, a[3])));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (!(amax >= 0x1p-100f)) {                 /* 0 or tiny: the driver's */
+            sx[g] = -1.0f;
+            continue;
+        }
+        const __m256 inv = _mm256_set1_ps(127.0f / amax);
+        __m256i q[4];
+        for (int t = 0; t < 4; t++)
+            q[t] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(rint8(_mm256_mul_ps(a[t], inv)), lo), hi));
+        /* 32 bytes in k order (the packs work per 128-bit lane: permute) */
+        const __m256i b = _mm256_permutevar8x32_epi32(
+            _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])), order);
+        _mm256_storeu_si256((__m256i *)(qx + 32 * g), b);
+        __m256i h0 = _mm256_add_epi32(q[0], q[1]), h1 = _mm256_add_epi32(q[2], q[3]);
+        __m128i s0 = _mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1));
+        __m128i s1 = _mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1));
+        s0 = _mm_hadd_epi32(s0, s1);                /* s0 s0 s1 s1 partials */
+        s0 = _mm_hadd_epi32(s0, s0);
+        const int32_t first = _mm_cvtsi128_si32(s0), second = _mm_extract_epi32(s0, 1);
+        sx[g] = (float)((double)amax / 127.0);
+        xs[g] = first + second;
+        xs16[2 * g] = first;
+        xs16[2 * g + 1] = second;
+        sxs[g] = sx[g] * (float)(first + second);
+    }
 }
 #endif

@@ -14,6 +14,7 @@ void cattn_kernels_avx2(cattn_dispatch_t *kt)
     kt->ukr_i8 = cattn_ukr_avx2_i8;
     kt->ukr_i8_row4 = cattn_ukr_avx2_i8_row4;
     kt->quant_row_u8 = cattn_quant_row_avx2_u8;
+    kt->quant_q8g = cattn_quant_q8g_avx2;
     kt->ukr_q4 = cattn_ukr_avx2_q4;
     kt->ukr_q4k = cattn_ukr_avx2_q4k;
     kt->ukr_q8g = cattn_ukr_avx2_q8g;

@@ -9,6 +9,7 @@ void cattn_kernels_ref(cattn_dispatch_t *kt)
     kt->ukr_f64 = cattn_ukr_ref_f64;
     kt->ukr_i8 = cattn_ukr_ref_i8;
     kt->quant_row_u8 = NULL;                       /* the driver's loop */
+    kt->quant_q8g = NULL;                          /* the driver's loop */
     kt->ukr_q4 = cattn_ukr_ref_q4;
     kt->ukr_q4k = NULL;                            /* the driver's expansion */
     kt->ukr_q8g = cattn_ukr_ref_q8g;
