@@ -108,6 +108,24 @@ static inline __attribute__((always_inline)) void pf8(const uint8_t *b)
     for (int t = 0; t < 8; t++) _mm_prefetch((const char *)b + 2 * PF + 64 * t, _MM_HINT_T0);
 }
 
+/* an int4 group's start: the prefetches, and with two-level scales
+ * (K2) the 16 columns' D and Dmin at the first group of each 8 */
+static inline __attribute__((always_inline)) void
+group_start(int64_t g, const uint8_t *b, const void *d, const void *mn, const int H16,
+            const cattn_q4k_scales *k, const int K2, __m256 kD[2], __m256 kDm[2])
+{
+    if (K2) {
+        pf4k(b, k->sc, k->m, g);
+        if ((g & 7) == 0)
+            for (int h = 0; h < 2; h++) {
+                kD[h] = scales8(k->D, (g >> 3) * 16 + 8 * h, 1);
+                kDm[h] = scales8(k->Dmin, (g >> 3) * 16 + 8 * h, 1);
+            }
+    } else {
+        pf4(b, d, mn, g, H16);
+    }
+}
+
 static inline __attribute__((always_inline)) void
 tile(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, int z, const int M,
      const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs, const float *sxs,
@@ -118,16 +136,7 @@ tile(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, 
     __m256 f[4][2], kD[2] = {neg, neg}, kDm[2] = {neg, neg};
     for (int i = 0; i < 4; i++) f[i][0] = f[i][1] = _mm256_setzero_ps();
     for (int64_t g = 0; g < G; g++, b += 256) {
-        if (K2) {
-            pf4k(b, k->sc, k->m, g);
-            if ((g & 7) == 0)
-                for (int h = 0; h < 2; h++) {
-                    kD[h] = scales8(k->D, (g >> 3) * 16 + 8 * h, 1);
-                    kDm[h] = scales8(k->Dmin, (g >> 3) * 16 + 8 * h, 1);
-                }
-        } else {
-            pf4(b, d, mn, g, H16);
-        }
+        group_start(g, b, d, mn, H16, k, K2, kD, kDm);
         for (int h = 0; h < 2; h++) {
             __m256i s[4];
             for (int i = 0; i < M; i++) s[i] = _mm256_setzero_si256();
@@ -183,16 +192,7 @@ tile_both(int64_t G, const uint8_t *b, const void *d, const void *mn, const int 
         for (int j = 0; j < 16; j++) f[i][j] = 0.0f;
     __m256 kD[2] = {neg, neg}, kDm[2] = {neg, neg};
     for (int64_t g = 0; g < G; g++, b += 256) {
-        if (K2) {
-            pf4k(b, k->sc, k->m, g);
-            if ((g & 7) == 0)
-                for (int h = 0; h < 2; h++) {
-                    kD[h] = scales8(k->D, (g >> 3) * 16 + 8 * h, 1);
-                    kDm[h] = scales8(k->Dmin, (g >> 3) * 16 + 8 * h, 1);
-                }
-        } else {
-            pf4(b, d, mn, g, H16);
-        }
+        group_start(g, b, d, mn, H16, k, K2, kD, kDm);
         __m256i s[4][2];
         for (int t = 0; t < 4; t++) {
             const __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + 64 * t));
