@@ -204,7 +204,10 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
                         for (int j = 0; j < nc; j++) t[j] += a->bias[c0 + j];
                     if (a->act != CATTN_ACT_NONE) cattn_kt.act_f32(t, t, NR, a->act);
                 }
-                memcpy(a->C + (r + i) * a->ldc + c0, t, sizeof(float) * (size_t)nc);
+                if (nc == NR)                     /* a fixed size: inlined, no libc call */
+                    memcpy(a->C + (r + i) * a->ldc + c0, t, sizeof(float) * NR);
+                else
+                    memcpy(a->C + (r + i) * a->ldc + c0, t, sizeof(float) * (size_t)nc);
             }
         }
     }
