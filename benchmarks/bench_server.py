@@ -36,7 +36,9 @@ process on the last core only when the host has more):
   every completed response is checked (embeddings against offline encode
   bits, greedy completions against the same request served alone), and at
   the end no 5xx, every slot free, and the server's resident memory
-  against where it was after a warm-up.
+  against where it was after a warm-up (the same load for a sixth of
+  --seconds, at most 10 s: the working set of the load, not of an idle
+  server; the resident memory right after loading is reported too).
 """
 import argparse
 import base64
@@ -350,12 +352,11 @@ def part_hold(args):
         s, raw = poster.post("/v1/completions", {"prompt": p, "max_tokens": 16,
                                                  "temperature": 0})
         ref[p] = json.loads(raw)["choices"][0]["text"]
-    served_embeddings(srv.port, corpus[:64], 8)                              # warm-up
-    rss0 = rss_mib(srv.proc.pid)
+    rss_loaded = rss_mib(srv.proc.pid)
     stats = dict(ok=0, wrong=0, five=0, dropped=0, other=0)
     lock = threading.Lock()
-    stop_at = time.time() + args.seconds
     rnd = random.Random(0)
+    stop_at = 0.0
 
     def client(k):
         while time.time() < stop_at:
@@ -393,9 +394,18 @@ def part_hold(args):
                                    for line in raw.decode().split("\n\n")
                                    if line.startswith("data: {"))
                     stats["ok" if text == ref[pr] else "wrong"] += 1
-    with concurrent.futures.ThreadPoolExecutor(32) as ex:
-        list(ex.map(client, range(32)))
-    time.sleep(1.0)
+    # warm-up: the same load for a sixth of the time (at most 10 s), so the
+    # start is the working set of this load (its batches' buffers, the
+    # allocator's arenas), not of an idle server; its responses are checked
+    # and counted too
+    warm = min(10.0, args.seconds / 6)
+    for seconds in (warm, args.seconds):
+        stop_at = time.time() + seconds
+        with concurrent.futures.ThreadPoolExecutor(32) as ex:
+            list(ex.map(client, range(32)))
+        time.sleep(1.0)
+        if seconds == warm:
+            rss0 = rss_mib(srv.proc.pid)
     _, m = get(srv.port, "/metrics")
     busy = [line for line in m.decode().splitlines() if line.startswith("cattn_slots_busy ")]
     rss1 = rss_mib(srv.proc.pid)
@@ -404,7 +414,8 @@ def part_hold(args):
             f"completions, 10% dropped mid-request; {cpu_name()}, {args.threads} threads)\n\n"
             f"completed correct {stats['ok']}, wrong {stats['wrong']}, 5xx {stats['five']}, "
             f"other 4xx {stats['other']}, dropped {stats['dropped']}; at the end "
-            f"{busy[0] if busy else '?'}; resident memory {rss0:.0f} MiB after warm-up, "
+            f"{busy[0] if busy else '?'}; resident memory {rss_loaded:.0f} MiB loaded, "
+            f"{rss0:.0f} MiB after a {warm:.0f} s warm-up of the same load, "
             f"{rss1:.0f} MiB at the end ({(rss1 / rss0 - 1) * 100:+.1f}%).")
 
 
