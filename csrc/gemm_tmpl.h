@@ -265,8 +265,12 @@ static void FN(gemv_chunk)(const FN(gemm_args) *g, int64_t j0, int64_t width, co
     const int64_t M = g->M, K = g->K;
     if (g->P || g->P16) {          /* prepacked panels: rows of A in place */
         /* two panels at a time (bfloat16: expanded into bp), all rows on them
-         * while they are in L1 (two: the few-row kernel keeps 8 FMA chains) */
-        const int64_t step = 2;
+         * while they are in L1 (two: the few-row kernel keeps 8 FMA chains);
+         * one row: four (the few-row kernels' one-row pass reads four panels
+         * at once: four streams in flight and 8 FMA chains; two panels ran
+         * as two one-panel passes, and a Qwen2.5-0.5B-shaped float32 decode
+         * step was 16% slower, bfloat16 14%, on Zen 3) */
+        const int64_t step = M == 1 && (g->P || (g->P16 && FEW_BF16)) ? 4 : 2;
         for (int64_t pc = 0; pc < K; pc += KC) {
             const int64_t kc = cattn_min64(KC, K - pc);
             for (int64_t jq = 0; jq < npan; jq += step) {
@@ -337,16 +341,21 @@ static int FN(gemv)(const FN(gemm_args) *g, int n_threads)
     const int nt = cattn_short_threads(
         cattn_threads_for((double)M * g->N * K, CATTN_GEMV_WORK_PER_THREAD, nch, n_threads),
         (double)M * g->N * K);
-    /* few chunks: a width (a multiple of NR) whose count nt divides (5
-     * chunks of a 896-output weight on 2 threads left one thread a third
-     * chunk alone: a Qwen2.5-0.5B-shaped float32 decode step 4% slower) */
+    /* few chunks: a width whose count nt divides, a multiple of 4 panels
+     * (the one-row pass reads four) if one fits, else of one (5 chunks of a
+     * 896-output weight on 2 threads left one thread a third chunk alone:
+     * a Qwen2.5-0.5B-shaped float32 decode step 4% slower; 6 chunks of 11
+     * panels instead of 14 of 4: 3% slower, Zen 3) */
     int64_t width = GEMV_CHUNK;
-    if (nt > 1 && nch < 16 * (int64_t)nt)
-        for (int64_t v = GEMV_CHUNK / NR * NR; v >= 4 * NR; v -= NR)
-            if (cattn_cdiv(g->N, v) % nt == 0) {
-                width = v;
-                break;
-            }
+    if (nt > 1 && nch < 16 * (int64_t)nt) {
+        int found = 0;
+        for (int64_t unit = 4 * NR; unit >= NR && !found; unit -= 3 * NR)
+            for (int64_t v = GEMV_CHUNK / unit * unit; v >= 4 * NR && !found; v -= unit)
+                if (cattn_cdiv(g->N, v) % nt == 0) {
+                    width = v;
+                    found = 1;
+                }
+    }
     const int64_t nchunks = cattn_cdiv(g->N, width);
     const size_t asz = cattn_round_up((size_t)(MP * K), 16);
     const size_t bsz = rows_tn || g->P ? 0
