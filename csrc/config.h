@@ -121,6 +121,10 @@
 #define CATTN_ROWS_MIN_PER_THREAD 32768
 #define CATTN_ROWS_CHUNK 16384
 #define CATTN_ACT_CHUNK 8192
+/* activations (an exp and a divide a value, ~1 ns on Zen 3) take one more
+ * thread per this many elements: a 4-row SwiGLU decode step's 4 x 4864
+ * gate values ran on one thread while the other waited (3% of the step) */
+#define CATTN_ACT_MIN_PER_THREAD 4096
 /* softmax along a non-last axis: blocks of this many adjacent columns
  * (vector lanes across columns, no transpose) */
 #define CATTN_SMX_COLS_F32 32

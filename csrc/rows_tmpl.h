@@ -91,7 +91,7 @@ int FN(cattn_act)(T *y, int64_t ys, const T *x, int64_t xs, int64_t rows, int64_
     cattn_init();
     if (rows <= 0 || n <= 0) return CATTN_OK;
     const int64_t nch = cattn_cdiv(n, CATTN_ACT_CHUNK), units = rows * nch;
-    const int nt = cattn_rows_threads(rows * n, n_threads);
+    const int nt = cattn_rows_threads_min(rows * n, CATTN_ACT_MIN_PER_THREAD, n_threads);
     (void)nt;
     CATTN_OMP(omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1))
     for (int64_t u = 0; u < units; u++) {

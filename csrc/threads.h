@@ -54,18 +54,24 @@ static inline int cattn_short_threads(int nt, double work)
     return nt > 1 && work < CATTN_SHORT_WORK && cattn_contended() ? 1 : nt;
 }
 
-/* Threads for a row-wise pass over `elems` elements: 1 below
- * CATTN_ROWS_MIN_PER_THREAD elements per thread (fork/join would dominate). */
-static inline int cattn_rows_threads(int64_t elems, int n_threads)
+/* Threads for a row-wise pass over `elems` elements: 1 below per_thread
+ * elements per thread (fork/join would dominate); cattn_rows_threads: the
+ * cheap passes' CATTN_ROWS_MIN_PER_THREAD. */
+static inline int cattn_rows_threads_min(int64_t elems, int64_t per_thread, int n_threads)
 {
 #ifdef _OPENMP
-    int64_t nt = elems / CATTN_ROWS_MIN_PER_THREAD;
+    int64_t nt = elems / per_thread;
     if (nt > n_threads) nt = n_threads;
     return nt < 1 ? 1 : (int)nt;
 #else
-    (void)elems; (void)n_threads;
+    (void)elems; (void)per_thread; (void)n_threads;
     return 1;
 #endif
+}
+
+static inline int cattn_rows_threads(int64_t elems, int n_threads)
+{
+    return cattn_rows_threads_min(elems, CATTN_ROWS_MIN_PER_THREAD, n_threads);
 }
 
 /* Rows handed out dynamically, ~CATTN_ROWS_CHUNK elements at a time, so a

@@ -94,4 +94,6 @@ class DecodeSlots:
         v = [a[:top] for a in self._v]
         logits = self.lm.decode_ragged(tok, k, v, lens_run)
         self.lengths[slots] += 1
+        if slots == list(range(top)):      # every row, in order: no copy of (B, V)
+            return logits
         return logits[slots]

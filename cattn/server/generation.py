@@ -3,8 +3,10 @@
 ragged decode step for every active sequence per token, each with its own
 length and KV-cache slot); a waiting request joins after its prefill, at
 the next step, and a finished or cancelled one leaves (its slot freed) at
-once. The engine thread (cattn.server.engine) runs the model; each request reads its events
-(text pieces, then the end) from its own queue on the event loop.
+once. The engine thread (cattn.server.engine) runs the model; each request
+reads its events (text pieces, then the end) from its own queue on the
+event loop, which gets a turn's events in one wake-up (a step's tokens, or
+one admitted request's first token).
 
 Every request gets the tokens `CausalLM.generate` gives its prompt alone
 (greedy: bit for bit; sampled: from its own seeded generator). Text
@@ -25,6 +27,12 @@ from ..models.tokenizer import StreamDecoder
 from .errors import APIError
 
 __all__ = ["GenerationService", "Generation"]
+
+
+def _put(items):
+    """(on the event loop) a turn's (generation, event) pairs into their queues"""
+    for g, item in items:
+        g.events.put_nowait(item)
 
 
 class Generation:
@@ -58,12 +66,6 @@ class Generation:
     def cancel(self):
         self.cancelled = True
 
-    def _emit(self, item):
-        try:
-            self.loop.call_soon_threadsafe(self.events.put_nowait, item)
-        except RuntimeError:                # the loop has closed (server shutting down)
-            self.cancelled = True
-
 
 class GenerationService:
     """lm: a CausalLM; slots sequences of at most `context` positions each
@@ -87,6 +89,7 @@ class GenerationService:
         self.max_queue = max_queue
         self._waiting = collections.deque()
         self._active = []
+        self._outbox = []                   # (generation, event) for the loop, sent per turn
         self._lock = threading.Lock()
         metrics.set("slots_total", slots)
         metrics.set("slots_busy", 0)
@@ -138,7 +141,28 @@ class GenerationService:
         except Exception as e:                      # never take the engine down
             for g in list(self._active):
                 self._end(g, None, e)
+        finally:
+            self._deliver()
         return True
+
+    def _emit(self, g, item):
+        self._outbox.append((g, item))
+
+    def _deliver(self):
+        """The turn's events onto their event loops: one wake-up a loop per
+        turn, not one per token (the loop shares the cores with the model)."""
+        if not self._outbox:
+            return
+        loops = {}
+        for g, item in self._outbox:
+            loops.setdefault(g.loop, []).append((g, item))
+        self._outbox = []
+        for loop, items in loops.items():
+            try:
+                loop.call_soon_threadsafe(_put, items)
+            except RuntimeError:            # the loop has closed (server shutting down)
+                for g, _ in items:
+                    g.cancelled = True
 
     def _admit(self):
         """Prefill waiting requests into free slots (each alone: its bits)."""
@@ -150,7 +174,7 @@ class GenerationService:
                 self.metrics.set("queue_depth", len(self._waiting), queue="generation")
             if g.cancelled:
                 self.metrics.inc("cancelled_total", where="generation_queue")
-                g._emit(("done", "cancelled"))
+                self._emit(g, ("done", "cancelled"))
                 continue
             g.slot = self.slots.acquire()
             self._active.append(g)
@@ -166,6 +190,7 @@ class GenerationService:
                                  route="generation")
             self.metrics.inc("tokens_total", len(g.prompt_ids), kind="prompt")
             self._token(g, g.choose(logits))
+            self._deliver()                         # its first token before the next prefill
 
     def _step(self):
         """One decode step for every active sequence."""
@@ -226,7 +251,7 @@ class GenerationService:
                         end = min(end, len(g.text) - k)
                         break
         if end > g.sent:
-            g._emit(("text", g.text[g.sent:end]))
+            self._emit(g, ("text", g.text[g.sent:end]))
             g.sent = end
         return cut is not None
 
@@ -238,4 +263,4 @@ class GenerationService:
         g.finish_reason = reason
         self.metrics.observe("phase_seconds", time.perf_counter() - g.t0, phase="request",
                              route="generation")
-        g._emit(("error", error) if error is not None else ("done", reason))
+        self._emit(g, ("error", error) if error is not None else ("done", reason))
