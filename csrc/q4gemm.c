@@ -184,29 +184,31 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
         }
         for (int64_t r = 0; r < a->M; r += MR) {
             const int m = (int)cattn_min64(MR, a->M - r);
+            /* a full panel's tile straight into C (no copy, and no 32-byte
+             * stores read back as 16-byte loads); a ragged one through buf */
+            float *t0 = nc == NR ? a->C + r * a->ldc + c0 : buf;
+            const int64_t ldt = nc == NR ? a->ldc : NR;
             if (a->bits == 4 && a->k && cattn_kt.ukr_q4k)
                 cattn_kt.ukr_q4k(G, b, &kp, m, a->qx + r * Kp, Kp, a->sx + r * G, a->xs + r * G,
-                                 a->sxs + r * G, G, buf, NR);
+                                 a->sxs + r * G, G, t0, ldt);
             else if (a->bits == 4)
                 cattn_kt.ukr_q4(G, b, d, mn, a->k ? 0 : a->h16, a->z, m, a->qx + r * Kp, Kp, a->sx + r * G,
-                                a->xs + r * G, a->sxs + r * G, G, buf, NR);
+                                a->xs + r * G, a->sxs + r * G, G, t0, ldt);
             else
                 (a->bits == 6 ? cattn_kt.ukr_q6g : a->bits == 5 ? cattn_kt.ukr_q5g
                  : a->narrow && cattn_kt.ukr_q8g_n ? cattn_kt.ukr_q8g_n : cattn_kt.ukr_q8g)(G, b, d, mn, a->sub ? a->sub + p * G * 2 * NR : NULL, a->h16,
                                  a->z, m, a->qx + r * Kp, Kp, a->sx + r * G, a->xs + r * G,
-                                 a->xs16 + 2 * r * G, a->sxs + r * G, G, buf, NR);
+                                 a->xs16 + 2 * r * G, a->sxs + r * G, G, t0, ldt);
             for (int i = 0; i < m; i++) {
-                float *t = buf + i * NR;
+                float *t = t0 + i * ldt;
                 if (a->bad[r + i]) {
-                    for (int j = 0; j < NR; j++) t[j] = NAN;
+                    for (int j = 0; j < NR; j++) t[j] = NAN;      /* t: NR columns (C's or buf's) */
                 } else {
                     if (a->bias)
                         for (int j = 0; j < nc; j++) t[j] += a->bias[c0 + j];
                     if (a->act != CATTN_ACT_NONE) cattn_kt.act_f32(t, t, NR, a->act);
                 }
-                if (nc == NR)                     /* a fixed size: inlined, no libc call */
-                    memcpy(a->C + (r + i) * a->ldc + c0, t, sizeof(float) * NR);
-                else
+                if (t0 == buf)
                     memcpy(a->C + (r + i) * a->ldc + c0, t, sizeof(float) * (size_t)nc);
             }
         }
