@@ -204,7 +204,9 @@ static void q4_task(const q4_args *a, int64_t p0, int64_t p1)
                 if (a->bad[r + i]) {
                     for (int j = 0; j < NR; j++) t[j] = NAN;      /* t: NR columns (C's or buf's) */
                 } else {
-                    if (a->bias)
+                    if (a->bias && nc == NR)      /* a fixed count: vectorized */
+                        for (int j = 0; j < NR; j++) t[j] += a->bias[c0 + j];
+                    else if (a->bias)
                         for (int j = 0; j < nc; j++) t[j] += a->bias[c0 + j];
                     if (a->act != CATTN_ACT_NONE) cattn_kt.act_f32(t, t, NR, a->act);
                 }
