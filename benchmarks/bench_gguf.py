@@ -282,11 +282,12 @@ from cattn.models import CausalLM
 cattn.set_num_threads(int(sys.argv[3]))
 base = status()["VmRSS"]
 t = time.perf_counter()
-lm = CausalLM.from_pretrained(sys.argv[1], kv_dtype=sys.argv[4])
+lm = CausalLM.from_pretrained(sys.argv[1], kv_dtype=sys.argv[4],
+                              tokenizer_first=sys.argv[2] == "text-first")
 load_s = time.perf_counter() - t
 after_load = status()["VmRSS"]
 ids = np.random.default_rng(0).integers(1000, 100000, PROMPT_LEN)
-if sys.argv[2] == "text":                    # the file's tokenizer too: text in and out
+if sys.argv[2] != "ids":                     # the file's tokenizer too: text in and out
     lm.generate("Once upon a time " * (PROMPT_LEN // 5), max_new_tokens=NEW_TOKENS)
 else:
     lm.generate(ids.tolist(), max_new_tokens=NEW_TOKENS)
@@ -297,17 +298,20 @@ print(dict(base=base, after_load=after_load, peak=status()["VmHWM"], kv=kv, load
 """
 
 
-def memory(paths, threads, text):
+def memory(paths, threads, mode):
     """Peak resident memory loading a file and generating (a fresh process per
     file: VmHWM), against the file's tensor bytes + the KV cache (--kv-dtype) of
     the prompt + generated tokens; the interpreter with NumPy and cattn
-    imported (its RSS before loading) shown apart."""
+    imported (its RSS before loading) shown apart. mode: "ids", "text" (the
+    file's tokenizer built when the text comes, after the weights) or
+    "text-first" (built before them: tokenizer_first=True, as cattn
+    generate / chat / serve load)."""
     import ast
     import subprocess
     code = f"PROMPT_LEN, NEW_TOKENS = {PROMPT_LEN}, {NEW_TOKENS}\n" + MEMORY_CHILD
     rows = {}
     for fmt, path in paths.items():
-        out = subprocess.run([sys.executable, "-c", code, path, "text" if text else "ids",
+        out = subprocess.run([sys.executable, "-c", code, path, mode,
                               str(threads), KV], check=True, capture_output=True,
                              text=True).stdout
         r = ast.literal_eval(out.strip().splitlines()[-1])
@@ -315,7 +319,9 @@ def memory(paths, threads, text):
         rows[fmt] = r
         print(f"{fmt}: {r}", flush=True)
     mib = 2 ** 20
-    print(f"\npeak memory, {'text (the file tokenizer built)' if text else 'token ids'}: "
+    what = {"ids": "token ids", "text": "text (the file's tokenizer built after loading)",
+            "text-first": "text (the file's tokenizer built first: tokenizer_first=True)"}[mode]
+    print(f"\npeak memory, {what}: "
           f"load, {PROMPT_LEN}-token prompt, {NEW_TOKENS} tokens")
     print("| file | tensors | KV cache | interpreter | peak RSS | peak / (tensors + KV) "
           "| (peak - interpreter) / (tensors + KV) | load s |")
@@ -338,9 +344,10 @@ def main(argv=None):
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--kv-dtype", choices=sorted(KV_TYPE), default="float32",
                     help="both sides' KV caches (llama.cpp: type_k / type_v F32 or F16)")
-    ap.add_argument("--memory", choices=("ids", "text"),
+    ap.add_argument("--memory", choices=("ids", "text", "text-first"),
                     help="only the peak-memory table (a fresh process per file), with token "
-                         "ids or with text (the file's tokenizer built too)")
+                         "ids or with text (the file's tokenizer built too: when the text "
+                         "comes, or first, before the weights)")
     args = ap.parse_args(argv)
     import cattn
     from cattn.models import CausalLM
@@ -352,7 +359,7 @@ def main(argv=None):
     formats = args.formats.split(",")
     paths = files(args.vocab, formats, args.threads, args.shape)
     if args.memory:
-        return memory(paths, args.threads, args.memory == "text")
+        return memory(paths, args.threads, args.memory)
     from cattn.models import GGUFFile
     with GGUFFile(args.vocab) as voc:
         V = len(voc.metadata["tokenizer.ggml.tokens"])

@@ -34,7 +34,7 @@ def _chat(args, stdin=None, stdout=None):
         if args.threads is not None:
             cattn.set_num_threads(args.threads)
         lm = CausalLM.from_pretrained(args.path, weights=args.weights,
-                                      kv_dtype=args.kv_dtype)
+                                      kv_dtype=args.kv_dtype, tokenizer_first=True)
         lm.text_tokenizer()
         if not lm.chat_template:
             raise ValueError(f"{args.path} has no chat template (tokenizer.chat_template or "

@@ -32,7 +32,8 @@ def _generate(args):
         if args.threads is not None:
             cattn.set_num_threads(args.threads)
         lm = CausalLM.from_pretrained(args.path, weights=args.weights,
-                                      kv_dtype=args.kv_dtype)
+                                      kv_dtype=args.kv_dtype,
+                                      tokenizer_first=True)
         sample = any(v is not None for v in (args.temperature, args.top_k, args.top_p))
         pieces = lm.generate(args.prompt, max_new_tokens=args.max_new_tokens, do_sample=sample,
                              temperature=1.0 if args.temperature is None else args.temperature,

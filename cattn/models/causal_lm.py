@@ -118,11 +118,11 @@ class CausalLM(nn.Module):
     # -- loading
 
     @classmethod
-    def from_pretrained(cls, path, weights=None, kv_dtype="float32"):
-        """Load a GGUF file (llama.cpp's format: `llama` and `qwen2`
-        architectures, every tensor type cattn.models.GGUFFile reads, its
-        values exactly as ggml dequantizes them; no tokenizer yet: token ids
-        in and out) or a Hugging Face checkpoint folder: config.json, model.safetensors
+    def from_pretrained(cls, path, weights=None, kv_dtype="float32", tokenizer_first=False):
+        """Load a GGUF file (llama.cpp's format: `llama`, `qwen2`, `qwen3`
+        and `gpt2` architectures, every tensor type cattn.models.GGUFFile
+        reads, its values exactly as ggml dequantizes them; the file's own
+        tokenizer for text) or a Hugging Face checkpoint folder: config.json, model.safetensors
         (or its shards and model.safetensors.index.json; float32, float16 or
         bfloat16, read per tensor into float32), generation_config.json and
         tokenizer.json when present. weights: the format every nn.Linear's
@@ -135,7 +135,16 @@ class CausalLM(nn.Module):
         holding the file's values exactly: Q4_0 / Q4_1 / Q4_K tensors in
         "int4", BF16 in "bfloat16", the others in "float32" (a fused weight,
         q|k|v or gate|up, takes the narrowest format holding all its pieces).
-        kv_dtype: the KV caches' dtype, "float32" or "float16" (kv_dtype)."""
+        kv_dtype: the KV caches' dtype, "float32" or "float16" (kv_dtype).
+        tokenizer_first: False (the default) builds the tokenizer when text
+        is first given (token ids alone never pay for it); True builds it
+        before the weights are read, so its build's transient memory (~50
+        MiB for a 151936-token vocabulary) is gone before the weights are
+        resident: for a program that takes text anyway (cattn generate,
+        chat and serve pass True), a lower peak."""
+        if not isinstance(tokenizer_first, bool):
+            raise TypeError(f"CausalLM.from_pretrained: tokenizer_first must be True or False, "
+                            f"got {show(tokenizer_first)}")
         if not isinstance(kv_dtype, str) or kv_dtype not in KV_DTYPES:
             raise ValueError(f"CausalLM.from_pretrained: kv_dtype must be one of "
                              f"{', '.join(map(repr, KV_DTYPES))}, got {show(kv_dtype)}")
@@ -143,12 +152,17 @@ class CausalLM(nn.Module):
         weights = check_weights("float32" if weights is None else weights,
                                 "CausalLM.from_pretrained")
         path = os.fspath(path)
+        first = None                               # tokenizer_first's tokenizer
         if os.path.isfile(path):                   # a GGUF file (llama.cpp's format)
             gguf = GGUFFile(path)
             config = LLMConfig.from_dict(gguf_config(gguf))
+            meta = gguf.metadata.subset("tokenizer.ggml.") if tokenizer_first else None
+            first = GGUFTokenizer(meta, path) if meta else None
             ckpt = GGUFCheckpoint(gguf, config)
         elif os.path.isdir(path):
             config = LLMConfig.from_json(os.path.join(path, "config.json"))
+            tok = os.path.join(path, "tokenizer.json")
+            first = TextTokenizer(tok) if tokenizer_first and os.path.isfile(tok) else None
             ckpt = Checkpoint(path)
         else:
             raise FileNotFoundError(f"CausalLM.from_pretrained: {path} is neither a checkpoint "
@@ -178,6 +192,7 @@ class CausalLM(nn.Module):
         if not keep_file:
             model.pack_output(weights)
         model.kv_dtype = kv_dtype
+        model.tokenizer = first
         return model._with_generation_files(path)
 
     def _pack_exact(self, ckpt, keys):

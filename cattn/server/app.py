@@ -82,7 +82,7 @@ class ServerState:
                 path = lm if isinstance(lm, (str, os.PathLike)) else getattr(lm, "path", None)
                 if not isinstance(lm, CausalLM):
                     lm = CausalLM.from_pretrained(lm, weights=o["weights"],
-                                                  kv_dtype=o["kv_dtype"])
+                                                  kv_dtype=o["kv_dtype"], tokenizer_first=True)
                 self.gen = GenerationService(lm, _model_id(path or "llm"), self.metrics,
                                              self.engine, slots=o["slots"],
                                              context=o["context"], max_queue=o["max_queue"])

@@ -174,6 +174,23 @@ def test_gguf_model_generates_text(tmp_path):
     assert "".join(lm.chat(msgs, max_new_tokens=8, stream=True)) == reply
 
 
+def test_tokenizer_first(tmp_path):
+    """tokenizer_first=True builds the file's tokenizer while loading and
+    changes nothing else: the same ids and text as the lazily built one; a
+    non-bool is a TypeError. (A folder's: test_llm.py.)"""
+    from cattn.models import CausalLM
+    path, _ = tiny_model(tmp_path)
+    lazy = CausalLM.from_pretrained(path)
+    first = CausalLM.from_pretrained(path, tokenizer_first=True)
+    assert lazy.tokenizer is None and first.tokenizer is not None
+    assert first.text_tokenizer() is first.tokenizer
+    assert first.tokenizer.encode("hi there") == lazy.text_tokenizer().encode("hi there")
+    assert first.generate("hi there", max_new_tokens=5, eos_token_id=[]) == \
+        lazy.generate("hi there", max_new_tokens=5, eos_token_id=[])
+    with pytest.raises(TypeError, match="tokenizer_first"):
+        CausalLM.from_pretrained(path, tokenizer_first="yes")
+
+
 def test_cli_generate_and_chat(tmp_path):
     """`cattn generate model.gguf TEXT` and `cattn chat model.gguf` (a real
     process: lines in, streamed replies out; /reset; end of input ends it)."""

@@ -331,6 +331,15 @@ def test_text_in_and_out(models):
     assert isinstance(two, list) and len(two) == 2 and all(isinstance(t, str) for t in two)
 
 
+def test_tokenizer_first_from_a_folder(ckpts):
+    """tokenizer_first=True: tokenizer.json built while loading, the same text."""
+    folder = ckpts["llama"][0]
+    first = CausalLM.from_pretrained(folder, tokenizer_first=True)
+    assert first.tokenizer is not None
+    assert first.generate("the cat", max_new_tokens=4, eos_token_id=[]) == \
+        CausalLM.from_pretrained(folder).generate("the cat", max_new_tokens=4, eos_token_id=[])
+
+
 # ---------------------------------------------------------------- errors
 
 def _copy(ckpts, name, tmp_path):
