@@ -138,9 +138,9 @@ class CausalLM(nn.Module):
         kv_dtype: the KV caches' dtype, "float32" or "float16" (kv_dtype).
         tokenizer_first: False (the default) builds the tokenizer when text
         is first given (token ids alone never pay for it); True builds it
-        before the weights are read, so its build's transient memory (~50
-        MiB for a 151936-token vocabulary) is gone before the weights are
-        resident: for a program that takes text anyway (cattn generate,
+        before the weights are read, so its build's transient memory (~45
+        MiB for the 151936-token qwen2 vocabulary) is gone before the
+        weights are resident: for a program that takes text anyway (cattn generate,
         chat and serve pass True), a lower peak."""
         if not isinstance(tokenizer_first, bool):
             raise TypeError(f"CausalLM.from_pretrained: tokenizer_first must be True or False, "
