@@ -95,6 +95,7 @@ class CausalLM(nn.Module):
         self.output_format = "float32"
         self._output = self._output_source = None   # tied: packed copy, the array it copies
         self.tokenizer = self.tokenizer_path = None
+        self.tokenizer_gguf = False      # tokenizer_path is a GGUF file with a tokenizer
         self.chat_template, self.chat_special = None, {}      # chat.py renders the template
         self.generation_config = {}
         self.stats = {}
@@ -175,9 +176,13 @@ class CausalLM(nn.Module):
         load_params(model, ckpt, keys)
         if os.path.isfile(path):
             # the tokenizer is built when text is first given (its arrays of
-            # strings stay compact until then: GGUFMetadata)
-            model.tokenizer_meta = gguf.metadata.subset("tokenizer.ggml.") or None
-            model.tokenizer_path = path
+            # strings stay compact until then: GGUFMetadata); built already
+            # (tokenizer_first), the metadata (~9 MiB for 151936 tokens) goes
+            model.tokenizer_meta = (gguf.metadata.subset("tokenizer.ggml.") or None
+                                    if first is None else None)
+            has = "tokenizer.ggml.model" in gguf.metadata
+            model.tokenizer_path = path if has else None
+            model.tokenizer_gguf = has
             model.chat_template = gguf.metadata.get("tokenizer.chat_template")
             tokens = (gguf.metadata.strings("tokenizer.ggml.tokens")
                       if "tokenizer.ggml.tokens" in gguf.metadata else [])
@@ -299,10 +304,13 @@ class CausalLM(nn.Module):
 
     def _tokenizer(self):
         meta = getattr(self, "tokenizer_meta", None)
+        path = getattr(self, "tokenizer_path", None)
         if self.tokenizer is None and meta:            # a GGUF file's own tokenizer
-            self.tokenizer = GGUFTokenizer(meta, self.tokenizer_path)
+            self.tokenizer = GGUFTokenizer(meta, path)
+            self.tokenizer_meta = None                 # built: its metadata is not needed
+        if self.tokenizer is None and self.tokenizer_gguf:
+            self.tokenizer = GGUFFile(path).tokenizer()    # let go (tokenizer = None): read again
         if self.tokenizer is None:
-            path = getattr(self, "tokenizer_path", None)
             if path is None:
                 raise FileNotFoundError("this checkpoint has no tokenizer (tokenizer.json, or a "
                                         "GGUF file's tokenizer.ggml metadata): pass token ids "

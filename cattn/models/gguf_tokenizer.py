@@ -20,6 +20,8 @@ parser (gguf.py).
 """
 import threading
 
+import numpy as np
+
 from .gguf_metadata import GGUFStrings
 from .heap import trim_heap
 from .tokenizer import TOKENIZERS_HINT
@@ -112,9 +114,10 @@ class GGUFTokenizer:
         self.eot_ids = sorted({i for i in self._control if tokens[i] in ends}
                               | {x for x in (self.eos_token_id, tid("tokenizer.ggml.eot_token_id"))
                                  if x is not None})
-        # token(i)'s strings: the metadata's compact array where it has one
-        strings = getattr(meta, "strings", None)
-        self._tokens = strings("tokenizer.ggml.tokens") if strings else tokens
+        # token(i)'s strings: the tokenizer's own vocabulary (not a second copy
+        # of 151936 strings beside it), and the few it does not map back to
+        # their id (a string the vocabulary repeats) kept here
+        self._odd = {i: t for i, t in enumerate(tokens) if tok.id_to_token(i) != t}
 
     # -- the two models
 
@@ -226,8 +229,13 @@ class GGUFTokenizer:
         return self._tok.decode(ids, skip_special_tokens=False)
 
     def token(self, i):
-        """The token string of id i."""
-        return self._tokens[i]
+        """The token string of id i (an int in [0, vocab_size))."""
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) \
+                or not 0 <= i < self.vocab_size:
+            raise IndexError(f"GGUFTokenizer.token: i must be an int in [0, {self.vocab_size}), "
+                             f"got {i!r}")
+        i = int(i)
+        return self._odd[i] if i in self._odd else self._tok.id_to_token(i)
 
     def token_id(self, token):
         """The id of a token string (e.g. "<|im_end|>"), or None."""

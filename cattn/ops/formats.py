@@ -196,10 +196,21 @@ def int4_unpanel(data, N, K):
     return f.transpose(0, 3, 1, 2, 5, 4).reshape(P * _Q4_NR, G * _Q4_G)[:N, :K]
 
 
-def _group_panels(a, N):
+def _group_panels(a, N, take=False):
     """(N, G) per output and group -> (P, G, 16) panels of a's dtype (0 past N), read-only
-    (written in place: no padded copy of a beside the panels)."""
+    (written in place: no padded copy of a beside the panels). take: a's memory
+    may become the panels' (a C-contiguous writeable a with N a multiple of 16
+    is rearranged in place, a block of panels at a time: no second copy)."""
     P, G = -(-N // _Q4_NR), a.shape[1]
+    if (take and N % _Q4_NR == 0 and a.flags.c_contiguous and a.flags.writeable
+            and a.base is None):
+        flat, step = a.reshape(-1), max(1, (1 << 16) // max(1, G * _Q4_NR))
+        for p0 in range(0, P, step):
+            p1 = min(P, p0 + step)
+            blk = a[p0 * _Q4_NR:p1 * _Q4_NR].reshape(p1 - p0, _Q4_NR, G).transpose(0, 2, 1).copy()
+            flat[p0 * G * _Q4_NR:p1 * G * _Q4_NR] = blk.reshape(-1)
+        flat.flags.writeable = False
+        return flat
     out = np.empty((P, G, _Q4_NR), a.dtype)
     n0 = N // _Q4_NR
     out[:n0] = a[:n0 * _Q4_NR].reshape(n0, _Q4_NR, G).transpose(0, 2, 1)
@@ -290,8 +301,10 @@ class WeightFormat(str):
         """unpack()[ids] for int64 ids (n,) in [0, N): the rows' values."""
         return self.unpack(data, shape, kc, extra)[ids]
 
-    def loaded_extra(self, d, data, shape, op):
-        """The extra arrays of a from_arrays() dict d, checked (ValueError)."""
+    def loaded_extra(self, d, data, shape, op, take=False):
+        """The extra arrays of a from_arrays() dict d, checked (ValueError);
+        take: d's arrays are handed over (from_arrays(copy=False)): their
+        memory may be rearranged and kept."""
         return {}
 
     def linear(self, y, x, M, data, extra, shape, bias, act, nt):
@@ -402,7 +415,7 @@ class _Int8(WeightFormat):
     def saved_extra(self, extra, shape):
         return {"scale": extra["scale"][:shape[0]].copy()}
 
-    def loaded_extra(self, d, data, shape, op):
+    def loaded_extra(self, d, data, shape, op, take=False):
         try:
             scale = d["scale"]
         except (KeyError, TypeError, IndexError):
@@ -436,13 +449,14 @@ class _Int4(WeightFormat):
         return self._extra(d, mn, 0, W.shape[0])
 
     @staticmethod
-    def _extra(d, mn, z, N, k=None):
+    def _extra(d, mn, z, N, k=None, take=False):
         """k: the two-level scales (sc, m (N, G) u8; D, Dmin (N, G/8) float16):
         d = D sc, mn = -(Dmin m) per group (GGUF Q4_K), kept in 4.6 bits a weight."""
         if k is not None:
             return {"scale": None, "min": None, "zero": 0,
-                    "k": tuple(_group_panels(np.asarray(a), N) for a in k)}
-        return {"scale": _group_panels(d, N), "min": None if mn is None else _group_panels(mn, N),
+                    "k": tuple(_group_panels(np.asarray(a), N, take) for a in k)}
+        return {"scale": _group_panels(d, N, take),
+                "min": None if mn is None else _group_panels(mn, N, take),
                 "zero": int(z)}
 
     @staticmethod
@@ -505,7 +519,7 @@ class _Int4(WeightFormat):
             out["min"] = _group_unpanel(extra["min"], N, G).copy()
         return out
 
-    def loaded_extra(self, d, data, shape, op):
+    def loaded_extra(self, d, data, shape, op, take=False):
         N, K = shape
         G = -(-K // _Q4_G)
 
@@ -528,7 +542,7 @@ class _Int4(WeightFormat):
                                      f"{np.dtype(dt).name} of shape {shp} (finite; groups a "
                                      f"multiple of 8), got {show(a)}")
                 parts.append(a)
-            return self._extra(None, None, 0, N, k=parts)
+            return self._extra(None, None, 0, N, k=parts, take=take)
         for name, a in (("scale", scale), ("min", mn)):
             if a is None and name == "min":
                 continue
@@ -544,7 +558,7 @@ class _Int4(WeightFormat):
             raise ValueError(f"{op}: an int4 weight needs 'zero': 0 or 8, got {show(z)}")
         if mn is not None and int(z) != 0:
             raise ValueError(f"{op}: an int4 weight with mins has 'zero' 0, got {int(z)}")
-        return self._extra(scale, mn, int(z), N)
+        return self._extra(scale, mn, int(z), N, take=take)
 
     def entry(self, data, extra, shape, bias):
         return (self.kind, data, extra["scale"], extra["min"], bias, shape[0], shape[1],
@@ -691,7 +705,7 @@ class _Int8G(_Int4):
             out["sub"] = _sub_unpanel(extra["sub"], shape[0], -(-shape[1] // _Q4_G)).copy()
         return out
 
-    def loaded_extra(self, d, data, shape, op):
+    def loaded_extra(self, d, data, shape, op, take=False):
         N, K = shape
         G = -(-K // _Q4_G)
         try:
@@ -703,7 +717,7 @@ class _Int8G(_Int4):
             raise ValueError(f"{op}: an int8g weight needs 'zero': 0 to 255, got {show(z)}")
         fake = dict(d)
         fake["zero"] = np.array(0 if "min" in fake and fake["min"] is not None else 8)
-        e = _Int4.loaded_extra(self, fake, data, shape, op)
+        e = _Int4.loaded_extra(self, fake, data, shape, op, take)
         e["zero"] = int(z)
         if sub is not None:
             sub = np.asarray(sub)
@@ -901,8 +915,8 @@ class _Narrow(_Int8G):
         G, P = -(-K // _Q4_G), -(-N // _Q4_NR)
         return self._rows_of(data.reshape(P, G, 64 * self.bits), ids)[:, :K]
 
-    def loaded_extra(self, d, data, shape, op):
-        e = super().loaded_extra(d, data, shape, op)
+    def loaded_extra(self, d, data, shape, op, take=False):
+        e = super().loaded_extra(d, data, shape, op, take)
         e["ubits"] = self.bits
         return e
 

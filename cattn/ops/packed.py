@@ -111,7 +111,9 @@ class PackedWeight:
         copy=False: d["data"] itself becomes the packed data when it is a
         writeable C-contiguous array of the right dtype and size (a loader
         building a large weight in place, e.g. from
-        cattn.ops.weight_memory.empty; it must not change it afterwards)."""
+        cattn.ops.weight_memory.empty; it must not change it afterwards),
+        and d's other arrays are handed over too: a group format's scales
+        may be rearranged into its panels in place (no second copy)."""
         op = "PackedWeight.from_arrays"
         try:
             fmt, shape, kc, data = (d["format"], d["shape"], d["kc"], d["data"])
@@ -136,7 +138,8 @@ class PackedWeight:
         if copy or not (data.flags.c_contiguous and data.flags.writeable):
             data, src = weight_memory.empty(size, fmt.stored, op, "the packed weight"), data
             data[...] = src
-        return cls._new(data, shape, fmt, want_kc, fmt.loaded_extra(d, data, shape, op))
+        return cls._new(data, shape, fmt, want_kc,
+                        fmt.loaded_extra(d, data, shape, op, take=not copy))
 
     def __reduce__(self):
         return (PackedWeight.from_arrays, (self.to_arrays(),))

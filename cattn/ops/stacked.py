@@ -60,7 +60,7 @@ class _Stack(WeightFormat):
             out.update({f"part{i}.{k}": v for k, v in p.to_arrays().items()})
         return out
 
-    def loaded_extra(self, d, data, shape, op):
+    def loaded_extra(self, d, data, shape, op, take=False):
         try:
             n = d["parts"]
             keys = list(d.keys())

@@ -129,6 +129,21 @@ def test_unsupported_metadata_is_named():
         GGUFTokenizer({**spm, "tokenizer.ggml.scores": ["a"] * len(spm["tokenizer.ggml.tokens"])})
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_token_strings(name, tokenizers_by_name):
+    """token(i) is the file's token string i, as llama.cpp's gguf package
+    reads it, for every id; ids outside [0, vocab_size) are an IndexError."""
+    gguf = pytest.importorskip("gguf", reason="llama.cpp's gguf package reads the file")
+    t = tok(name, tokenizers_by_name)
+    field = gguf.GGUFReader(vocab_file(name)).fields["tokenizer.ggml.tokens"]
+    want = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    assert len(want) == t.vocab_size
+    assert [t.token(i) for i in range(t.vocab_size)] == want
+    for bad in (-1, t.vocab_size, 1.0, True):
+        with pytest.raises(IndexError, match="GGUFTokenizer.token"):
+            t.token(bad)
+
+
 def test_vocabulary_only_file_has_no_model_but_a_tokenizer():
     f = GGUFFile(vocab_file("qwen2"))
     assert f.tensors == {}
@@ -187,6 +202,10 @@ def test_tokenizer_first(tmp_path):
     assert first.tokenizer.encode("hi there") == lazy.text_tokenizer().encode("hi there")
     assert first.generate("hi there", max_new_tokens=5, eos_token_id=[]) == \
         lazy.generate("hi there", max_new_tokens=5, eos_token_id=[])
+    # the metadata goes once a tokenizer is built; let go, it is read again
+    assert first.tokenizer_meta is None and lazy.tokenizer_meta is None
+    first.tokenizer = None
+    assert first.text_tokenizer().encode("hi there") == lazy.text_tokenizer().encode("hi there")
     with pytest.raises(TypeError, match="tokenizer_first"):
         CausalLM.from_pretrained(path, tokenizer_first="yes")
 

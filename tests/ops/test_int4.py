@@ -356,6 +356,26 @@ def test_round_trip_and_pickle(rng):
         np.testing.assert_array_equal(cattn.linear(x, back), cattn.linear(x, p))
 
 
+@pytest.mark.parametrize("N", [48, 37])
+def test_from_arrays_without_copy_takes_its_arrays(rng, N):
+    """from_arrays(d, copy=False) (a loader handing its arrays over: the
+    scales may be rearranged into panels in place, when N is a multiple of
+    16) holds the weight its formula gives, int4 with mins and int8g alike."""
+    K = 96
+    G = K // 32
+    x = randn(rng, (3, K))
+    q = rng.integers(0, 16, (N, K)).astype(np.uint8)
+    d = (rng.random((N, G)) * 0.1).astype(np.float16)
+    mn = (-rng.random((N, G)) * 0.1).astype(np.float16)
+    p = PackedWeight.from_arrays(formats.int4_arrays(q, d.copy(), mn.copy(), 0), copy=False)
+    np.testing.assert_array_equal(cattn.linear(x, p), linear_formula(x, q, d, mn, 0))
+    u = rng.integers(0, 256, (N, K)).astype(np.uint8)
+    arrays = formats.int8g_arrays(u, d.copy(), None, None, 128)
+    p8 = PackedWeight.from_arrays({k: np.array(v) for k, v in arrays.items()}, copy=False)
+    np.testing.assert_array_equal(cattn.linear(x, p8), linear_formula8(x, u, d, None, None, 128))
+    np.testing.assert_array_equal(p8.to_arrays()["scale"], d)
+
+
 def test_from_arrays_errors(rng):
     d = cattn.pack_weight(randn(rng, (5, 40)), "int4").to_arrays()
     cases = {
