@@ -25,8 +25,9 @@ process on the last core only when the host has more):
   streamed /v1/completions (a text prompt of 128 tokens, 64 tokens,
   ignore_eos for cattn, greedy) through the official `openai` client. Aggregate decode tokens/s:
   the tokens all streams received while all N were decoding (from the last
-  stream's first token to the first stream's last token) over that time;
-  also end-to-end tokens/s (all completion tokens over the wall time) and
+  stream's first token to the first stream's last token) over that time,
+  and against one stream as the median of the per-round ratios (each round
+  runs 1, 2, 4 and 8 streams in turn); also end-to-end tokens/s (all completion tokens over the wall time) and
   the median time to first token. --llama: the same load against
   llama-cpp-python's server (python -m llama_cpp.server, same file and
   threads, n_ctx 2048; it runs one request at a time: it has no parallel
@@ -306,11 +307,14 @@ def part_gen(args):
             lines += [f"### Generation, {fmt} (Qwen2.5-0.5B-shaped, {cpu_name()}, "
                       f"{args.threads} threads, --slots 8, 128-token prompt, "
                       f"{args.new_tokens} tokens, {args.rounds} rounds)", "",
-                      "| streams | aggregate decode tok/s | vs 1 stream | end-to-end tok/s | "
+                      "| streams | aggregate decode tok/s | vs 1 stream (median of per-round "
+                      "ratios; each round) | end-to-end tok/s | "
                       "median TTFT |", "|---|---|---|---|---|"]
             for c in concs:
                 m = med[c]
-                lines.append(f"| {c} | {m['decode']:.1f} | {m['decode'] / med[1]['decode']:.2f}x"
+                per = [a["decode"] / b["decode"] for a, b in zip(res[c], res[1])]
+                lines.append(f"| {c} | {m['decode']:.1f} | {statistics.median(per):.2f}x "
+                             f"({', '.join(f'{x:.2f}' for x in per)})"
                              f" | {m['e2e']:.1f} | {m['ttft'] * 1e3:.0f} ms |")
             if lla:
                 lines += ["", "| streams | measure | cattn tok/s | llama-cpp-python server "

@@ -187,12 +187,13 @@ typedef int (*cattn_quant_row_t)(void *dst, int64_t stride, int g, float *sa, in
                                  const float *x, int64_t K);
 
 /* the group-wise formats' activations (NULL: the driver's portable loop,
- * q4gemm.c, quantize_row): groups g < G of 32 values of a row x holding no
- * NaN or +-inf, each whose amax = max |x| >= 2^-100 quantized by the
- * driver's formula bit for bit into qx[32g, 32g + 32), sx[g], xs[g],
- * xs16[2g], xs16[2g + 1] and sxs[g]; every other group gets sx[g] = -1
- * (the driver does it). */
-typedef void (*cattn_quant_q8g_t)(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
+ * q4gemm.c, quantize_row): groups g < G of 32 values of a row x, each whose
+ * amax = max |x| >= 2^-100 quantized by the driver's formula bit for bit
+ * into qx[32g, 32g + 32), sx[g], xs[g], xs16[2g], xs16[2g + 1] and sxs[g];
+ * every other group gets sx[g] = -1 (the driver does it). Returns 1 when
+ * one of the 32 G values is NaN or +-inf (the outputs are then
+ * unspecified: the driver writes the row's NaN form), else 0. */
+typedef int (*cattn_quant_q8g_t)(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
                                   const float *x, int64_t G);
 
 /* ---- row kernels: one contiguous row (or block of columns) on the calling

@@ -59,14 +59,15 @@ static inline float rint_smallf(float v)      /* to nearest even, |v| < 2^22 */
 
 /* one row x[0:K] into qx[0:Kp] (0 past K) with sx, xs, sxs per group;
  * returns 1 when the row holds NaN or +-inf (then all 0, sx NaN). The
- * path's quant_q8g does the full groups it can (the same bits), this loop
- * the rest. */
+ * path's quant_q8g does the full groups it can (the same bits) and flags
+ * NaN and +-inf among them, this loop the rest. */
 static int quantize_row(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
                         const float *x, int64_t K)
 {
     const int64_t G = cattn_cdiv(K, QG);
-    int nonfinite = 0;
-    for (int64_t k = 0; k < K; k++) nonfinite |= !(x[k] - x[k] == 0.0f);
+    const int64_t full = cattn_kt.quant_q8g ? K / QG : 0;   /* the path's groups */
+    int nonfinite = full ? cattn_kt.quant_q8g(qx, sx, xs, xs16, sxs, x, full) : 0;
+    for (int64_t k = full * QG; k < K; k++) nonfinite |= !(x[k] - x[k] == 0.0f);
     if (nonfinite) {
         memset(qx, 0, (size_t)(G * QG));
         for (int64_t g = 0; g < G; g++) {
@@ -74,8 +75,6 @@ static int quantize_row(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float
         }
         return 1;
     }
-    const int64_t full = cattn_kt.quant_q8g ? K / QG : 0;   /* the path's groups */
-    if (full) cattn_kt.quant_q8g(qx, sx, xs, xs16, sxs, x, full);
     for (int64_t g = 0; g < G; g++) {
         if (g < full && sx[g] >= 0.0f) continue;
         const int64_t k0 = g * QG, n = cattn_min64(QG, K - k0);

@@ -251,6 +251,25 @@ def test_activation_quantization_mixed_groups(rng):
         np.testing.assert_array_equal(g, w_)
 
 
+@pytest.mark.parametrize("special", ["none", "nan", "inf", "-inf"])
+def test_activation_quantization_batches_of_groups(rng, special):
+    """Rows of 20 full groups and a tail (the vector path takes 8 groups a
+    pass): zero, tiny and normal groups at every place in a pass, and one
+    NaN or +-inf at different places (its row becomes the NaN form)."""
+    x = randn(rng, (8, 20 * 32 + 5)) * F32(4)
+    for r in range(8):
+        x[r, 32 * r:32 * r + 32] = 0.0                           # a zero group, place r
+        x[r, 32 * (r + 9):32 * (r + 10)] *= F32(1e-34)          # a tiny one in the next pass
+    if special != "none":
+        v = {"nan": np.nan, "inf": np.inf, "-inf": -np.inf}[special]
+        for r, k in ((1, 3), (3, 255), (5, 256 + 31), (6, 20 * 32 + 2)):
+            x[r, k] = v
+    got = _ext.quantize_q8_blocks(np.ascontiguousarray(x))
+    want = quant_act_ref(x)
+    for g, w_ in zip(got, want):
+        np.testing.assert_array_equal(g, w_)
+
+
 def test_activation_quantization_subnormal_and_ties():
     x = np.zeros((2, 32), F32)
     x[0, 0] = F32(1e-40)                    # subnormal amax

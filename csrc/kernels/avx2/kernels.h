@@ -24,7 +24,7 @@ void cattn_bf16_expand_avx2(float *dst, const uint16_t *src, int64_t n);
 void cattn_few_rows_bf16_avx2(int64_t k, const float *a, int64_t lda, int m,
                               const uint16_t *b, int64_t npan, int64_t ps, float *c,
                               int64_t ldc, int acc);
-void cattn_quant_q8g_avx2(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
+int cattn_quant_q8g_avx2(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
                           const float *x, int64_t G);
 int cattn_quant_row_avx2_u8(void *dst, int64_t stride, int g, float *sa, int32_t *za,
                             const float *x, int64_t K);

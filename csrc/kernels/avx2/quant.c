@@ -183,46 +183,115 @@ int cattn_quant_row_avx2_u8(void *dst, int64_t stride, int g, float *sa, int32_t
     return 0;
 }
 
-/* dispatch.h, cattn_quant_q8g_t: the full groups g < G of a finite row x */
-void cattn_quant_q8g_avx2(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
-                          const float *x, int64_t G)
+/* lane j of the result: the largest of v[j]'s 8 lanes (no NaN) */
+static inline __m256 hmax8_ps(const __m256 v[8])
 {
-    const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-127.0f),
-                 hi = _mm256_set1_ps(127.0f);
+    __m256 p[4];
+    for (int i = 0; i < 4; i++)        /* per 128-bit half: v[2i]'s and v[2i+1]'s pairs */
+        p[i] = _mm256_max_ps(_mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                             _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    const __m256 ab = _mm256_max_ps(_mm256_shuffle_ps(p[0], p[1], 0x44), _mm256_shuffle_ps(p[0], p[1], 0xEE));
+    const __m256 cd = _mm256_max_ps(_mm256_shuffle_ps(p[2], p[3], 0x44), _mm256_shuffle_ps(p[2], p[3], 0xEE));
+    return _mm256_max_ps(_mm256_permute2f128_ps(ab, cd, 0x20), _mm256_permute2f128_ps(ab, cd, 0x31));
+}
+
+/* one group's 32 values (4 ymm) with inv = 127 / amax into qx[0, 32) and
+ * its two half sums (values 0-15, 16-31) */
+static inline __attribute__((always_inline)) void
+quant_group(int8_t *qx, const float *v, __m256 inv, int32_t *first, int32_t *second)
+{
+    const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    for (int64_t g = 0; g < G; g++) {
+    __m256i q[4];
+    for (int t = 0; t < 4; t++)
+        q[t] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(
+            rint8(_mm256_mul_ps(_mm256_loadu_ps(v + 8 * t), inv)), lo), hi));
+    /* 32 bytes in k order (the packs work per 128-bit lane: permute) */
+    const __m256i b = _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])), order);
+    _mm256_storeu_si256((__m256i *)qx, b);
+    const __m256i h0 = _mm256_add_epi32(q[0], q[1]), h1 = _mm256_add_epi32(q[2], q[3]);
+    __m128i s0 = _mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1));
+    const __m128i s1 = _mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1));
+    s0 = _mm_hadd_epi32(s0, s1);                    /* s0 s0 s1 s1 partials */
+    s0 = _mm_hadd_epi32(s0, s0);
+    *first = _mm_cvtsi128_si32(s0);
+    *second = _mm_extract_epi32(s0, 1);
+}
+
+/* dispatch.h, cattn_quant_q8g_t: the full groups g < G of a row x, 8
+ * groups a pass: their maxima side by side (one division for 8 scales),
+ * then each group quantized from L1; NaN and +-inf are flagged as the
+ * values are read (x - x is +0 only for a finite x) */
+int cattn_quant_q8g_avx2(int8_t *qx, float *sx, int32_t *xs, int32_t *xs16, float *sxs,
+                         const float *x, int64_t G)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 odd = _mm256_setzero_ps();                   /* x - x: nonzero bits for NaN, inf */
+    int64_t g = 0;
+    for (; g + 8 <= G; g += 8) {
+        const float *v = x + 32 * g;
+        __m256 m[8];
+        for (int j = 0; j < 8; j++) {
+            __m256 a[4];
+            for (int t = 0; t < 4; t++) {
+                a[t] = _mm256_loadu_ps(v + 32 * j + 8 * t);
+                odd = _mm256_or_ps(odd, _mm256_sub_ps(a[t], a[t]));
+                a[t] = _mm256_andnot_ps(sign, a[t]);
+            }
+            m[j] = _mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3]));
+        }
+        const __m256 amax = hmax8_ps(m);
+        const __m256 inv = _mm256_div_ps(_mm256_set1_ps(127.0f), amax);
+        /* sx = (float)((double)amax / 127), as the driver's */
+        const __m256d d127 = _mm256_set1_pd(127.0);
+        const __m256 s = _mm256_set_m128(
+            _mm256_cvtpd_ps(_mm256_div_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(amax, 1)), d127)),
+            _mm256_cvtpd_ps(_mm256_div_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(amax)), d127)));
+        float am[8], iv[8], sv[8];
+        _mm256_storeu_ps(am, amax);
+        _mm256_storeu_ps(iv, inv);
+        _mm256_storeu_ps(sv, s);
+        for (int j = 0; j < 8; j++) {
+            const int64_t k = g + j;
+            if (!(am[j] >= 0x1p-100f)) {                /* 0 or tiny: the driver's */
+                sx[k] = -1.0f;
+                continue;
+            }
+            int32_t first, second;
+            quant_group(qx + 32 * k, v + 32 * j, _mm256_set1_ps(iv[j]), &first, &second);
+            sx[k] = sv[j];
+            xs[k] = first + second;
+            xs16[2 * k] = first;
+            xs16[2 * k + 1] = second;
+            sxs[k] = sv[j] * (float)(first + second);
+        }
+    }
+    for (; g < G; g++) {
         const float *v = x + 32 * g;
         __m256 a[4];
-        for (int t = 0; t < 4; t++) a[t] = _mm256_loadu_ps(v + 8 * t);
-        const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, a[0]), _mm256_andnot_ps(sign, a[1])),
-                                       _mm256_max_ps(_mm256_andnot_ps(sign, a[2]), _mm256_andnot_ps(sign, a[3])));
+        for (int t = 0; t < 4; t++) {
+            a[t] = _mm256_loadu_ps(v + 8 * t);
+            odd = _mm256_or_ps(odd, _mm256_sub_ps(a[t], a[t]));
+            a[t] = _mm256_andnot_ps(sign, a[t]);
+        }
+        const __m256 m = _mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3]));
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
         const float amax = _mm_cvtss_f32(m4);
-        if (!(amax >= 0x1p-100f)) {                 /* 0 or tiny: the driver's */
+        if (!(amax >= 0x1p-100f)) {                     /* 0 or tiny: the driver's */
             sx[g] = -1.0f;
             continue;
         }
-        const __m256 inv = _mm256_set1_ps(127.0f / amax);
-        __m256i q[4];
-        for (int t = 0; t < 4; t++)
-            q[t] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(rint8(_mm256_mul_ps(a[t], inv)), lo), hi));
-        /* 32 bytes in k order (the packs work per 128-bit lane: permute) */
-        const __m256i b = _mm256_permutevar8x32_epi32(
-            _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])), order);
-        _mm256_storeu_si256((__m256i *)(qx + 32 * g), b);
-        __m256i h0 = _mm256_add_epi32(q[0], q[1]), h1 = _mm256_add_epi32(q[2], q[3]);
-        __m128i s0 = _mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1));
-        __m128i s1 = _mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1));
-        s0 = _mm_hadd_epi32(s0, s1);                /* s0 s0 s1 s1 partials */
-        s0 = _mm_hadd_epi32(s0, s0);
-        const int32_t first = _mm_cvtsi128_si32(s0), second = _mm_extract_epi32(s0, 1);
+        int32_t first, second;
+        quant_group(qx + 32 * g, v, _mm256_set1_ps(127.0f / amax), &first, &second);
         sx[g] = (float)((double)amax / 127.0);
         xs[g] = first + second;
         xs16[2 * g] = first;
         xs16[2 * g + 1] = second;
         sxs[g] = sx[g] * (float)(first + second);
     }
+    return !_mm256_testz_si256(_mm256_castps_si256(odd), _mm256_castps_si256(odd));
 }
 #endif
