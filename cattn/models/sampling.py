@@ -69,7 +69,7 @@ class TokenChooser:
     def __init__(self, temperature=0.0, top_p=None, seed=None):
         self.temperature = 0.0 if temperature is None else float(temperature)
         self.top_p = None if top_p is None or top_p >= 1 else float(top_p)
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(seed) if self.temperature > 0 else None   # greedy: none
 
     def __call__(self, logits):
         if self.temperature <= 0:

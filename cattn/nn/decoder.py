@@ -24,7 +24,7 @@ from .._validate import as_float_dtype, as_int, as_real
 from ..ops.attention import KVCache, scaled_dot_product_attention
 from ..ops.rows import gelu, relu, rms_norm, silu
 from .layers import LayerNorm, Linear
-from .module import Module, as_input, check_activation
+from .module import Module, as_input, check_activation, make_rng
 from .positional import RotaryEmbedding
 
 __all__ = ["RMSNorm", "GatedMLP", "MLP", "CausalSelfAttention", "DecoderBlock", "causal_mask"]
@@ -79,7 +79,7 @@ class GatedMLP(Module):
                  seed=None):
         super().__init__()
         self.activation = check_activation(activation, "GatedMLP")
-        rng = np.random.default_rng(seed)
+        rng = make_rng(seed)
         self.hidden_dim = as_int(hidden_dim, "hidden_dim", "GatedMLP", lo=1)
         self.gate_up_proj = Linear(dim, 2 * self.hidden_dim, bias, dtype=dtype, seed=rng)
         self.down_proj = Linear(self.hidden_dim, dim, bias, dtype=dtype, seed=rng)
@@ -102,7 +102,7 @@ class MLP(Module):
                  seed=None):
         super().__init__()
         self.activation = check_activation(activation, "MLP")
-        rng = np.random.default_rng(seed)
+        rng = make_rng(seed)
         self.fc1 = Linear(dim, hidden_dim, bias, dtype=dtype, seed=rng)
         self.fc2 = Linear(hidden_dim, dim, bias, dtype=dtype, seed=rng)
 
@@ -145,7 +145,7 @@ class CausalSelfAttention(Module):
         self.dtype = as_float_dtype(dtype, owner)
         self.embed_dim, self.num_heads, self.num_kv_heads, self.head_dim = E, H, Hk, D
         self.rotary = rotary
-        rng = np.random.default_rng(seed)
+        rng = make_rng(seed)
         self.qkv_proj = Linear(E, (H + 2 * Hk) * D, qkv_bias, dtype=dtype, seed=rng)
         self.o_proj = Linear(H * D, E, out_bias, dtype=dtype, seed=rng)
         self.qk_norm = qk_norm_eps is not None

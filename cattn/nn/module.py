@@ -38,8 +38,29 @@ class StateDictKeyError(KeyError):
 # helpers
 
 
+class _LazyRng:
+    """np.random.default_rng(None), made when first used. Under skip_init
+    nothing draws from it, so loading a model never imports numpy.random
+    (~5 MiB resident with the OpenSSL library it pulls in)."""
+
+    __slots__ = ("_g",)
+
+    def __init__(self):
+        self._g = None
+
+    def __getattr__(self, name):
+        if self._g is None:
+            self._g = np.random.default_rng()
+        return getattr(self._g, name)
+
+
 def make_rng(seed):
-    """np.random.Generator from None, an int, or a Generator (used as is)."""
+    """np.random.Generator from None, an int, or a Generator (used as is);
+    under skip_init with seed None, one made only if something draws."""
+    if isinstance(seed, _LazyRng):
+        return seed
+    if seed is None and _SKIP_INIT.get():
+        return _LazyRng()
     return np.random.default_rng(seed)
 
 

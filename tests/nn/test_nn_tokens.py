@@ -294,3 +294,19 @@ def test_skip_init_then_load_state_dict(rng):
     # outside skip_init, initialisation is drawn again (and reproducible)
     a, b = nn.Linear(3, 2, seed=1), nn.Linear(3, 2, seed=1)
     np.testing.assert_array_equal(a.weight, b.weight)
+
+
+def test_skip_init_draws_nothing():
+    """Under skip_init no random generator is made (a model's load never
+    imports numpy.random: a fresh process building a decoder stack so);
+    outside it, a module built with seed=None still draws its weights."""
+    import subprocess
+    import sys
+    code = ("import sys; from cattn import nn; "
+            "m = nn.skip_init(nn.DecoderOnly, 32, 4, 2, rotary=True); "
+            "g = nn.skip_init(nn.GatedMLP, 8, 16); "
+            "assert 'numpy.random' not in sys.modules, 'numpy.random imported'; "
+            "a, b = nn.Linear(3, 2), nn.Linear(3, 2); "
+            "assert (a.weight != b.weight).any()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
