@@ -296,7 +296,7 @@ def test_skip_init_then_load_state_dict(rng):
     np.testing.assert_array_equal(a.weight, b.weight)
 
 
-def test_skip_init_draws_nothing():
+def test_skip_init_draws_nothing(tmp_path):
     """Under skip_init no random generator is made (a model's load never
     imports numpy.random: a fresh process building a decoder stack so);
     outside it, a module built with seed=None still draws its weights."""
@@ -308,5 +308,8 @@ def test_skip_init_draws_nothing():
             "assert 'numpy.random' not in sys.modules, 'numpy.random imported'; "
             "a, b = nn.Linear(3, 2), nn.Linear(3, 2); "
             "assert (a.weight != b.weight).any()")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # (run from tmp_path: from the repository root the unbuilt source tree
+    # would shadow the installed cattn, as CI runs the tests)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=tmp_path)
     assert r.returncode == 0, r.stderr
