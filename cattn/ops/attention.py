@@ -313,6 +313,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     contribute, even if their K or V holds NaN. dropout_p must be 0.
     key and value may both be float16 with a float32 query (a float16 KV
     cache): the result is, bit for bit, that of their widened float32 values.
+    query, key or value None: TypeError naming it (as torch).
     """
     if type(dropout_p) is not float or dropout_p != 0.0:
         if as_real(dropout_p, "dropout_p", _OP, finite=False) != 0.0:
@@ -325,6 +326,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if fast is not None:
             _ext.attention(fast[0], fast[1], query, key, value, None, get_num_threads())
             return fast[1]
+    for name, a in (("query", query), ("key", key), ("value", value)):
+        if a is None:                  # _prepare's value=None is attention_weights' call
+            raise TypeError(f"{_OP}: {name} must be an array, got None"
+                            + (" (attention_weights gives the weights without a value)"
+                               if name == "value" else ""))
     plan, O, Q, K, V, mask = _prepare(_OP, query, key, value, attn_mask, is_causal, scale,
                                       enable_gqa, causal_alignment, out)
     _ext.attention(plan, O, Q, K, V, mask, get_num_threads())
