@@ -42,10 +42,10 @@ from ..ops.packed import pack_weight
 from .chat import chat_prompt, chat_reply, folder_chat_template
 from .generation import generate, positions as token_positions
 from .gguf import GGUFFile
-from .gguf_llm import GGUFCheckpoint, gguf_config
+from .gguf_llm import GGUFCheckpoint, gguf_llm_config
 from .gguf_tokenizer import GGUFTokenizer
 from .llm_config import SUPPORTED_ARCHITECTURES, LLMConfig, rope_frequencies
-from .llm_keys import gpt2_keys, llama_keys, load_params, param_owner
+from .llm_keys import check_tensors, gpt2_keys, llama_keys, load_params, param_owner
 from .safetensors import Checkpoint
 from ._weights import check_weights, pack
 from .tokenizer import TextTokenizer
@@ -156,7 +156,7 @@ class CausalLM(nn.Module):
         first = None                               # tokenizer_first's tokenizer
         if os.path.isfile(path):                   # a GGUF file (llama.cpp's format)
             gguf = GGUFFile(path)
-            config = LLMConfig.from_dict(gguf_config(gguf))
+            config = gguf_llm_config(gguf)    # errors in the file's words: its path, keys
             meta = gguf.metadata.subset("tokenizer.ggml.") if tokenizer_first else None
             first = GGUFTokenizer(meta, path) if meta else None
             ckpt = GGUFCheckpoint(gguf, config)
@@ -208,6 +208,7 @@ class CausalLM(nn.Module):
         to read."""
         rest = []
         for ours, pieces, transposed in keys:
+            check_tensors(self, ckpt, ours, pieces, transposed)    # present, in their shapes
             owner, leaf = param_owner(self, ours)
             pw = None
             linear = ours.endswith(("_proj.weight", ".fc1.weight", ".fc2.weight"))

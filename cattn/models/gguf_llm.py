@@ -16,14 +16,17 @@ positions, LayerNorm, fused qkv; its Conv1D weights stored transposed).
 Legend: E hidden size, H query heads, Hk key/value heads, D head dim.
 """
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..ops.formats import int4_arrays, int4_k_arrays, int5g_arrays, int6g_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
 from ..ops.stacked import stack_weights
 from .heap import trim_heap
+from .llm_config import LLMConfig
 
-__all__ = ["gguf_config", "GGUFCheckpoint", "GGUF_ARCHITECTURES"]
+__all__ = ["gguf_config", "gguf_llm_config", "GGUFCheckpoint", "GGUF_ARCHITECTURES"]
 
 # general.architecture -> the Hugging Face architecture CausalLM builds
 GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
@@ -58,7 +61,36 @@ _GLOBAL = {"model.embed_tokens.weight": "token_embd.weight",
            "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
 
 
+# LLMConfig.from_dict's fields (config.json's names) <- the GGUF metadata key
+# each comes from ("{a}": general.architecture), its default (KeyError:
+# required; None: absent stays absent, from_dict's default) and kind
+_TOKEN_IDS = (("bos_token_id", "tokenizer.ggml.bos_token_id", None, int),
+              ("eos_token_id", "tokenizer.ggml.eos_token_id", None, int),
+              ("pad_token_id", "tokenizer.ggml.padding_token_id", None, int))
+_CONFIG = {
+    "llama": (("hidden_size", "{a}.embedding_length", KeyError, int),
+              ("num_hidden_layers", "{a}.block_count", KeyError, int),
+              ("num_attention_heads", "{a}.attention.head_count", KeyError, int),
+              ("num_key_value_heads", "{a}.attention.head_count_kv", None, int),
+              ("intermediate_size", "{a}.feed_forward_length", KeyError, int),
+              ("rms_norm_eps", "{a}.attention.layer_norm_rms_epsilon", 1e-5, float),
+              ("rope_theta", "{a}.rope.freq_base", 10000.0, float),
+              ("head_dim", "{a}.attention.key_length", None, int),
+              ("max_position_embeddings", "{a}.context_length", None, int)) + _TOKEN_IDS,
+    "gpt2": (("n_embd", "{a}.embedding_length", KeyError, int),
+             ("n_layer", "{a}.block_count", KeyError, int),
+             ("n_head", "{a}.attention.head_count", KeyError, int),
+             ("n_inner", "{a}.feed_forward_length", KeyError, int),
+             ("n_positions", "{a}.context_length", KeyError, int),
+             ("layer_norm_epsilon", "{a}.attention.layer_norm_epsilon", 1e-5, float)) + _TOKEN_IDS}
+
+
 def _meta(f, key, default=KeyError, kind=int):
+    """Metadata `key` of kind int, float or bool (ValueError naming the file
+    and the key when missing without a default, or of another kind); the
+    default when absent."""
+    if key not in f.metadata and default is not KeyError:
+        return default
     v = f.metadata.get(key, default)
     if v is KeyError:
         raise ValueError(f"GGUF file {f.path}: metadata {key!r} is missing")
@@ -87,50 +119,120 @@ def gguf_config(f):
         raise ValueError(f"GGUF file {f.path}: rope scaling {arch}.rope.scaling.type "
                          f"{scaling!r} is not supported (supported: none, linear, and "
                          "llama3's rope_freqs.weight)")
+    d = dict(architectures=[GGUF_ARCHITECTURES[arch]],
+             vocab_size=f.tensors["token_embd.weight"][1][0])
+    for field, key, default, kind in _CONFIG["gpt2" if arch == "gpt2" else "llama"]:
+        v = _meta(f, key.format(a=arch), default, kind)
+        if v is not None:
+            d[field] = v
     if arch == "gpt2":
-        d = dict(architectures=["GPT2LMHeadModel"], n_embd=_meta(f, "gpt2.embedding_length"),
-                 n_layer=_meta(f, "gpt2.block_count"), n_head=_meta(f, "gpt2.attention.head_count"),
-                 n_inner=_meta(f, "gpt2.feed_forward_length"),
-                 n_positions=_meta(f, "gpt2.context_length"),
-                 layer_norm_epsilon=_meta(f, "gpt2.attention.layer_norm_epsilon", 1e-5, float),
-                 activation_function="gelu_new",
-                 vocab_size=f.tensors["token_embd.weight"][1][0])
-        for ours, key in (("bos_token_id", "tokenizer.ggml.bos_token_id"),
-                          ("eos_token_id", "tokenizer.ggml.eos_token_id")):
-            if key in f.metadata:
-                d[ours] = _meta(f, key)
+        d["activation_function"] = "gelu_new"
         return d
-    E = _meta(f, f"{arch}.embedding_length")
-    H = _meta(f, f"{arch}.attention.head_count")
-    d = dict(architectures=[GGUF_ARCHITECTURES[arch]], hidden_size=E,
-             num_hidden_layers=_meta(f, f"{arch}.block_count"),
-             num_attention_heads=H,
-             num_key_value_heads=_meta(f, f"{arch}.attention.head_count_kv", H),
-             intermediate_size=_meta(f, f"{arch}.feed_forward_length"),
-             rms_norm_eps=_meta(f, f"{arch}.attention.layer_norm_rms_epsilon", 1e-5, float),
-             rope_theta=_meta(f, f"{arch}.rope.freq_base", 10000.0, float),
-             head_dim=_meta(f, f"{arch}.attention.key_length", E // max(H, 1)),
-             vocab_size=f.tensors["token_embd.weight"][1][0],
-             tie_word_embeddings="output.weight" not in f.tensors,
+    d.update(tie_word_embeddings="output.weight" not in f.tensors,
              attention_bias="blk.0.attn_q.bias" in f.tensors)
     if scaling == "linear":
         d["rope_scaling"] = {"rope_type": "linear",
                              "factor": _meta(f, f"{arch}.rope.scaling.factor", kind=float)}
     if "rope_freqs.weight" in f.tensors:            # llama3: per-frequency factors
         factors = f.dequantize("rope_freqs.weight").reshape(-1)
-        if factors.size != d["head_dim"] // 2 or not np.all(np.isfinite(factors) & (factors > 0)):
-            raise ValueError(f"GGUF file {f.path}: tensor 'rope_freqs.weight' has "
-                             f"{factors.size} values; expected {d['head_dim'] // 2} finite ones > 0")
+        if not np.all(np.isfinite(factors) & (factors > 0)):  # their count: from_dict
+            raise ValueError(f"GGUF file {f.path}: tensor 'rope_freqs.weight' holds values "
+                             "that are not finite and > 0")
         if scaling == "linear":
             raise ValueError(f"GGUF file {f.path}: both rope_freqs.weight and linear rope "
                              "scaling: not supported")
         d["rope_scaling"] = {"rope_type": "freq_factors", "factors": factors.tolist()}
-    for ours, key in (("bos_token_id", "tokenizer.ggml.bos_token_id"),
-                      ("eos_token_id", "tokenizer.ggml.eos_token_id"),
-                      ("pad_token_id", "tokenizer.ggml.padding_token_id")):
-        if key in f.metadata:
-            d[ours] = _meta(f, key)
     return d
+
+
+def _config_names(f):
+    """LLMConfig.from_dict's field -> the GGUF key or tensor it comes from,
+    so that its errors speak the file's words."""
+    arch = f.metadata["general.architecture"]
+    names = {field: key.format(a=arch)
+             for field, key, _, _ in _CONFIG["gpt2" if arch == "gpt2" else "llama"]}
+    names.update(architectures="general.architecture",
+                 vocab_size="the rows of tensor 'token_embd.weight'",
+                 rope_scaling=("rope_freqs.weight" if "rope_freqs.weight" in f.tensors else
+                               f"{arch}.rope.scaling.type"),
+                 **{"rope_scaling.factor": f"{arch}.rope.scaling.factor"})
+    if arch == "gpt2":               # its config.json's names, and the others' for _check_sizes
+        names.update({ours: names[theirs] for ours, theirs in (
+            ("hidden_size", "n_embd"), ("num_hidden_layers", "n_layer"),
+            ("num_attention_heads", "n_head"), ("intermediate_size", "n_inner"))})
+    if arch != "gpt2" and names["head_dim"] not in f.metadata:          # absent: E / H
+        names["head_dim"] = f"{arch}.embedding_length / {arch}.attention.head_count"
+    if arch != "gpt2" and names["num_key_value_heads"] not in f.metadata:  # absent: H
+        names["num_key_value_heads"] = f"{arch}.attention.head_count"
+    return names
+
+
+def gguf_llm_config(f):
+    """GGUFFile f -> its LLMConfig: gguf_config's dict checked by
+    LLMConfig.from_dict, and held against the file's tensors, every error
+    (ValueError) naming the file and the GGUF key or tensor."""
+    d = gguf_config(f)                      # the architecture checked: _config_names reads it
+    names = _config_names(f)
+    config = LLMConfig.from_dict(d, f"GGUF file {f.path}", names)
+    _check_sizes(f, config, names)
+    return config
+
+
+def _check_sizes(f, c, names):
+    """Each size the model allocates (E, V, F, H D, Hk D, the layers, GPT-2's
+    positions) held against the tensor that has it, before the model is
+    built (a flipped byte must not allocate a terabyte); the token ids and
+    the vocabulary against token_embd.weight's rows. ValueError naming the
+    file, the key and the tensor."""
+    who = f"GGUF file {f.path}"
+
+    def rows(t, want, what):
+        if t not in f.tensors:
+            raise ValueError(f"{who}: missing tensor {t!r}")
+        shape = f.tensors[t][1]
+        if shape[0] != want:
+            raise ValueError(f"{who}: tensor {t!r} has shape {list(shape)}; {what} = {want} "
+                             "rows expected")
+
+    E, V = c.hidden_size, c.vocab_size
+    shape = f.tensors["token_embd.weight"][1]
+    if len(shape) != 2 or shape[1] != E:
+        raise ValueError(f"{who}: tensor 'token_embd.weight' has shape {list(shape)}; "
+                         f"{names['hidden_size']} = {E} columns expected")
+    blocks = {int(n.split(".")[1]) for n in f.tensors
+              if n.startswith("blk.") and n.split(".")[1].isdigit()}
+    gap = next((i for i in range(c.num_layers) if i not in blocks), None)
+    if gap is not None:
+        raise ValueError(f"{who}: {names['num_hidden_layers']} is {c.num_layers}, but the file "
+                         f"has no tensor of block {gap} (blk.{gap}.*)")
+    past = min((i for i in blocks if i >= c.num_layers), default=None)
+    if past is not None:                             # llama.cpp: "wrong number of tensors"
+        raise ValueError(f"{who}: {names['num_hidden_layers']} is {c.num_layers}, but the file "
+                         f"has tensors of block {past} (blk.{past}.*)")
+    if c.num_layers:
+        rows("blk.0.ffn_up.weight", c.intermediate_size, names["intermediate_size"])
+        # (F, H D, Hk D bound here, each layer's shapes are load_params'; E, V: token_embd)
+        if c.architecture == "GPT2LMHeadModel":
+            rows("blk.0.attn_qkv.weight", 3 * E, f"3 x {names['hidden_size']} {E}")
+        else:
+            D, head = c.head_dim, f"head dim {c.head_dim} ({names['head_dim']})"
+            rows("blk.0.attn_q.weight", c.num_heads * D,
+                 f"{names['num_attention_heads']} {c.num_heads} x {head}")
+            rows("blk.0.attn_k.weight", c.num_kv_heads * D,
+                 f"{names['num_key_value_heads']} {c.num_kv_heads} x {head}")
+    if c.max_positions is not None:
+        rows("position_embd.weight", c.max_positions, names["n_positions"])
+    for field in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        i = getattr(c, field)
+        for i in (i if isinstance(i, list) else [i]):
+            if i is not None and not 0 <= i < V:
+                raise ValueError(f"{who}: {names[field]} is {i}, outside the vocabulary "
+                                 f"[0, {V}) (the rows of tensor 'token_embd.weight')")
+    tokens = f.metadata.strings("tokenizer.ggml.tokens") if "tokenizer.ggml.tokens" in \
+        f.metadata else None
+    if isinstance(tokens, Sequence) and not isinstance(tokens, str) and len(tokens) != V:
+        raise ValueError(f"{who}: tokenizer.ggml.tokens has {len(tokens)} tokens, but tensor "
+                         f"'token_embd.weight' has {V} rows (one per token)")
 
 
 class GGUFCheckpoint:
@@ -138,10 +240,13 @@ class GGUFCheckpoint:
     interface CausalLM's loader reads a safetensors Checkpoint through:
     `name in ckpt`, info(name) -> ("F32", shape), read(name, out) (the
     values ggml's dequantization gives, exactly; a llama file's q and k
-    rows put back in Hugging Face's order)."""
+    rows put back in Hugging Face's order). Errors speak the file's words:
+    owner ("GGUF file <path>"), own_name(name) (llama.cpp's tensor name),
+    own_shape(name, shape) (a shape as the file stores it)."""
 
     def __init__(self, f, config):
         self.file = f
+        self.owner = f"GGUF file {f.path}"
         gpt2 = f.metadata.get("general.architecture") == "gpt2"
         self._names = dict(_GPT2_GLOBAL if gpt2 else _GLOBAL)
         self._transposed = set()                   # HF Conv1D names: stored (out, in) here
@@ -175,6 +280,15 @@ class GGUFCheckpoint:
         transposed (GPT-2's Conv1D weights: llama.cpp's converter writes
         them (out, in)), so packed(names) gives them as they are."""
         return all(n in self._transposed for n in names)
+
+    def own_name(self, name):
+        """The file's own (llama.cpp's) name of the tensor Hugging Face calls `name`."""
+        return self._names.get(name, name)
+
+    def own_shape(self, name, shape):
+        """A shape of tensor `name` in Hugging Face's layout (info's) as the file
+        stores it (a GPT-2 Conv1D weight's reversed)."""
+        return tuple(reversed(shape)) if name in self._transposed else tuple(shape)
 
     def __contains__(self, name):
         return self._names.get(name) in self.file.tensors

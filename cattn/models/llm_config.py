@@ -3,7 +3,9 @@ a Hugging Face config.json (or a GGUF file's metadata, through
 gguf_llm.gguf_config) that inference needs, one shape for the Llama, Qwen2,
 Qwen3 and GPT-2 families, and the RoPE frequencies they imply.
 
-What this file is: parsing and checking (a ValueError naming the field);
+What this file is: parsing and checking (a ValueError naming the field in
+its source's words: config.json's keys, or a GGUF file's path and metadata
+keys through `owner` and `names`);
 rope_frequencies (transformers' rope types, llama.cpp's frequency
 factors). What it is not: the model (causal_lm.py), the checkpoint key maps
 (llm_keys.py) or generation (generation.py).
@@ -37,81 +39,156 @@ class LLMConfig:
     tie_word_embeddings, bos_token_id, eos_token_id (list), pad_token_id."""
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d, owner=None, names=None):
+        """d: a config.json's dict (or gguf_llm.gguf_config's). owner: who
+        the errors blame (default "config.json (<architecture>)"); names: a
+        field of d -> the name its source gives it (a GGUF file's metadata
+        key, e.g. "hidden_size" -> "qwen2.embedding_length"; default: the
+        field itself), so that an error speaks the source's words."""
+        names = names or {}
         arch = (d.get("architectures") or [None])[0]
         if arch not in SUPPORTED_ARCHITECTURES:
-            raise ValueError(f"unsupported architecture {arch!r} (config.json 'architectures'); "
+            where = ("config.json 'architectures'" if owner is None else
+                     f"{owner}: {names.get('architectures', 'architectures')}")
+            raise ValueError(f"unsupported architecture {arch!r} ({where}); "
                              f"cattn.models.CausalLM supports {', '.join(SUPPORTED_ARCHITECTURES)}")
         c = cls()
         c.architecture = arch
-        owner = f"config.json ({arch})"
+        src = _Source(d, f"config.json ({arch})" if owner is None else owner, names)
         c.qk_norm = arch == "Qwen3ForCausalLM"
         if arch == "GPT2LMHeadModel":
-            c._gpt2(d, owner)
+            c._gpt2(src)
         else:
-            c._llama(d, owner, qwen2=arch == "Qwen2ForCausalLM")
-        c.vocab_size = as_int(d.get("vocab_size"), "vocab_size", owner, lo=1)
+            c._llama(src, qwen2=arch == "Qwen2ForCausalLM")
+        c.vocab_size = src.int("vocab_size")
         c.bos_token_id = d.get("bos_token_id")
-        c.eos_token_id = id_list(d.get("eos_token_id"))
+        c.eos_token_id = id_list(d.get("eos_token_id"), src.name("eos_token_id"), src.owner)
         c.pad_token_id = d.get("pad_token_id")
         if c.num_heads % c.num_kv_heads:
-            raise ValueError(f"{owner}: num_attention_heads={c.num_heads} is not a multiple of "
-                             f"num_key_value_heads={c.num_kv_heads}")
+            raise ValueError(f"{src.owner}: {src.name('num_attention_heads')}={c.num_heads} is not "
+                             f"a multiple of {src.name('num_key_value_heads')}={c.num_kv_heads}")
         return c
 
-    def _llama(self, d, owner, qwen2):
-        self.hidden_size = E = as_int(d.get("hidden_size"), "hidden_size", owner, lo=1)
-        self.num_layers = as_int(d.get("num_hidden_layers"), "num_hidden_layers", owner)
-        self.num_heads = H = as_int(d.get("num_attention_heads"), "num_attention_heads", owner,
-                                    lo=1)
-        self.num_kv_heads = as_int(d.get("num_key_value_heads") or H, "num_key_value_heads",
-                                   owner, lo=1)
-        self.head_dim = as_int(d.get("head_dim") or E // H, "head_dim", owner, lo=1)
-        self.intermediate_size = as_int(d.get("intermediate_size"), "intermediate_size", owner,
-                                        lo=1)
-        self.norm, self.norm_eps = "rms", as_real(d.get("rms_norm_eps", 1e-6), "rms_norm_eps",
-                                                  owner, lo=0.0)
+    def _llama(self, src, qwen2):
+        d, owner, name = src.d, src.owner, src.name
+        self.hidden_size = E = src.int("hidden_size")
+        self.num_layers = src.int("num_hidden_layers", lo=0)
+        self.num_heads = H = src.int("num_attention_heads")
+        self.num_kv_heads = src.int("num_key_value_heads", H)
+        if src.given("head_dim"):
+            self.head_dim = src.int("head_dim")
+        elif E < H:                                   # the default E // H would be 0
+            raise ValueError(f"{owner}: {name('hidden_size')}={E} is smaller than "
+                             f"{name('num_attention_heads')}={H}: the head dim, their quotient, "
+                             "would be 0")
+        else:
+            self.head_dim = E // H
+        if self.head_dim % 2:
+            raise ValueError(f"{owner}: the head dim {self.head_dim} ({name('head_dim')}) must "
+                             "be even (RoPE rotates pairs)")
+        self.intermediate_size = src.int("intermediate_size")
+        self.norm, self.norm_eps = "rms", src.real("rms_norm_eps", 1e-6)
         self.activation = activation_name(d.get("hidden_act", "silu"), owner)
         bias = bool(d.get("attention_bias", False))
         self.qkv_bias, self.out_bias = (True, False) if qwen2 else (bias, bias)
         self.mlp_bias = bool(d.get("mlp_bias", False))
+        if src.given("max_position_embeddings"):     # the trained context: RoPE has no table
+            src.int("max_position_embeddings")
         if qwen2 and d.get("use_sliding_window"):
-            raise ValueError(f"{owner}: use_sliding_window=true is not supported")
+            raise ValueError(f"{owner}: {name('use_sliding_window')}=true is not supported")
         rope = d.get("rope_parameters") or {}                  # transformers >= 5
         self.rope_theta = as_real(rope.get("rope_theta", d.get("rope_theta", 10000.0)),
-                                  "rope_theta", owner, lo=0.0, lo_open=True)
+                                  name("rope_theta"), owner, lo=0.0, lo_open=True)
         scaling = d.get("rope_scaling") or rope
         kind = scaling.get("rope_type", scaling.get("type", "default")) if scaling else "default"
         if kind not in ("default", "llama3", "linear", "freq_factors"):
-            raise ValueError(f"{owner}: rope_scaling type {kind!r} is not supported "
+            raise ValueError(f"{owner}: {name('rope_scaling')} type {kind!r} is not supported "
                              "(supported: llama3, linear, or none)")
         self.rope_scaling = None if kind == "default" else dict(scaling, rope_type=kind)
+        if kind in ("linear", "llama3"):
+            llama3 = ("low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+            for k in ("factor",) + (llama3 if kind == "llama3" else ()):
+                as_real(scaling.get(k), name(f"rope_scaling.{k}"), owner, lo=0.0, lo_open=True)
+            if kind == "llama3" and not scaling["high_freq_factor"] > scaling["low_freq_factor"]:
+                raise ValueError(f"{owner}: {name('rope_scaling.high_freq_factor')} must exceed "
+                                 f"{name('rope_scaling.low_freq_factor')}, got "
+                                 f"{scaling['high_freq_factor']!r} and "
+                                 f"{scaling['low_freq_factor']!r}")
+        if kind == "freq_factors":         # a GGUF file's rope_freqs.weight: one per pair
+            n = len(scaling.get("factors") or ())
+            if n != self.head_dim // 2:
+                raise ValueError(f"{owner}: {name('rope_scaling')} has {n} frequency factors; "
+                                 f"expected {self.head_dim // 2}, half the head dim "
+                                 f"({name('head_dim')})")
+        if _rope_overflows(self.head_dim, self.rope_theta, self.rope_scaling):
+            raise ValueError(f"{owner}: {name('rope_theta')}={self.rope_theta!r}"
+                             + ("" if kind == "default" else f" with {name('rope_scaling')}")
+                             + " gives RoPE frequencies that are not finite")
         self.max_positions = None
         self.tie_word_embeddings = bool(d.get("tie_word_embeddings", False))
 
-    def _gpt2(self, d, owner):
-        self.hidden_size = E = as_int(d.get("n_embd"), "n_embd", owner, lo=1)
-        self.num_layers = as_int(d.get("n_layer"), "n_layer", owner)
-        self.num_heads = self.num_kv_heads = H = as_int(d.get("n_head"), "n_head", owner, lo=1)
+    def _gpt2(self, src):
+        d, owner, name = src.d, src.owner, src.name
+        self.hidden_size = E = src.int("n_embd")
+        self.num_layers = src.int("n_layer", lo=0)
+        self.num_heads = self.num_kv_heads = H = src.int("n_head")
         if E % H:
-            raise ValueError(f"{owner}: n_embd={E} is not a multiple of n_head={H}")
+            raise ValueError(f"{owner}: {name('n_embd')}={E} is not a multiple of "
+                             f"{name('n_head')}={H}")
         self.head_dim = E // H
-        self.intermediate_size = as_int(d.get("n_inner") or 4 * E, "n_inner", owner, lo=1)
-        self.norm, self.norm_eps = "layer", as_real(d.get("layer_norm_epsilon", 1e-5),
-                                                    "layer_norm_epsilon", owner, lo=0.0)
+        self.intermediate_size = src.int("n_inner", 4 * E)
+        self.norm, self.norm_eps = "layer", src.real("layer_norm_epsilon", 1e-5)
         self.activation = activation_name(d.get("activation_function", "gelu_new"), owner)
         self.qkv_bias = self.out_bias = self.mlp_bias = True
         if not d.get("scale_attn_weights", True) or d.get("scale_attn_by_inverse_layer_idx"):
             raise ValueError(f"{owner}: only scale_attn_weights=true and "
                              "scale_attn_by_inverse_layer_idx=false are supported")
         self.rope_theta = self.rope_scaling = None
-        self.max_positions = as_int(d.get("n_positions", 1024), "n_positions", owner, lo=1)
+        self.max_positions = src.int("n_positions", 1024)
         self.tie_word_embeddings = True                # GPT2LMHeadModel's lm_head is wte
 
     @classmethod
     def from_json(cls, path):
         with open(path, encoding="utf-8") as f:
             return cls.from_dict(json.load(f))
+
+
+class _Source:
+    """A config dict and how its errors name things: owner (the file) and
+    name(field) (the source's own key for the field)."""
+
+    def __init__(self, d, owner, names):
+        self.d, self.owner, self._names = d, owner, names
+
+    def name(self, field):
+        return self._names.get(field, field)
+
+    def given(self, field):
+        return self.d.get(field) is not None
+
+    def int(self, field, default=None, lo=1):
+        """d[field] (default when absent or null) as an int >= lo."""
+        v = self.d.get(field)
+        return as_int(default if v is None else v, self.name(field), self.owner, lo=lo)
+
+    def real(self, field, default):
+        """d[field] (default when absent) as a finite float >= 0."""
+        return as_real(self.d.get(field, default), self.name(field), self.owner, lo=0.0)
+
+
+def _rope_overflows(D, theta, scaling):
+    """Whether a RoPE frequency (rope_frequencies) would overflow, from the
+    extremes alone (no (D/2,) array: D may not be held against a file's
+    tensors yet): theta^(-2i/D) lies between 1 and theta^(-(D-2)/D), and
+    each scaling divides it by a factor between its extremes (llama3: by
+    `factor` or 1, or a blend of the two)."""
+    top = max(0.0, -(D - 2) / D * math.log(theta))        # log of the largest theta^(-2i/D)
+    if scaling is not None:
+        kind, factor = scaling["rope_type"], scaling.get("factor")
+        least = (min(scaling["factors"]) if kind == "freq_factors" else
+                 float(factor) if kind == "linear" else min(float(factor), 1.0))
+        top -= math.log(least)
+    return top >= math.log(np.finfo(np.float64).max)
 
 
 def activation_name(name, owner):
@@ -121,11 +198,12 @@ def activation_name(name, owner):
     return ACTIVATIONS[name]
 
 
-def id_list(v):
-    """An id, a list of ids or None -> a list of ints."""
+def id_list(v, name="eos_token_id", owner="generate"):
+    """An id, a list of ids or None -> a list of ints (TypeError naming
+    `name` for anything else; the defaults: generate's argument)."""
     if v is None:
         return []
-    return [int(i) for i in (v if isinstance(v, (list, tuple)) else [v])]
+    return [as_int(i, name, owner, lo=None) for i in (v if isinstance(v, (list, tuple)) else [v])]
 
 
 def rope_frequencies(head_dim, theta, scaling):

@@ -1,7 +1,8 @@
 """cattn.models.llm_keys — where a checkpoint's tensors go in a CausalLM:
 the key maps from Hugging Face's parameter names (Llama / Qwen2 / Qwen3's
 and GPT-2's) to cattn.nn's, and the reader that fills the parameters from
-them.
+them, whose errors name a tensor in the checkpoint's own words (a GGUF
+file's path and llama.cpp's name; a folder's Hugging Face name).
 
 A key map is a list of (our parameter, [(checkpoint tensor, rows of ours it
 fills)], transposed): fused parameters (q|k|v, gate|up) take several
@@ -11,7 +12,7 @@ transposed. What this file is not: the config (llm_config.py), the model
 """
 from .safetensors import CheckpointError
 
-__all__ = ["llama_keys", "gpt2_keys", "param_owner", "load_params"]
+__all__ = ["llama_keys", "gpt2_keys", "param_owner", "check_tensors", "load_params"]
 
 
 def llama_keys(c, ckpt):
@@ -75,28 +76,54 @@ def param_owner(model, dotted):
     return owner, leaf
 
 
+def _words(model, ckpt):
+    """(who, name(tensor), shape(tensor, shape), where shapes come from,
+    folder?): how errors name a checkpoint and its tensors in its own
+    words. A GGUF file (gguf_llm.GGUFCheckpoint, which has own_name): its
+    path, llama.cpp's tensor names and shapes as stored, its metadata; a
+    Hugging Face folder: the architecture, Hugging Face's names,
+    config.json."""
+    if not hasattr(ckpt, "own_name"):
+        return (f"{model.config.architecture} checkpoint", lambda n: n, lambda n, s: s,
+                "config.json", True)
+    return ckpt.owner, ckpt.own_name, ckpt.own_shape, "its metadata", False
+
+
+def check_tensors(model, ckpt, ours, pieces, transposed):
+    """CheckpointError (naming the checkpoint and the tensor in its own
+    words) unless the checkpoint holds every tensor of one key-map entry
+    in the shape its block of rows of parameter `ours` takes. Returns
+    [(tensor, the parameter's rows it fills)]."""
+    who, name_of, shape_of, source, folder = _words(model, ckpt)
+    owner, leaf = param_owner(model, ours)
+    dst, r, views = getattr(owner, leaf), 0, []
+    for name, rows in pieces:
+        if name not in ckpt:
+            raise CheckpointError(f"{who}: missing tensor {name_of(name)!r}"
+                                  + (f" (for {ours})" if folder else ""))
+        n = dst.shape[0] - r if rows is None else rows
+        view = dst[r:r + n]
+        want = view.T.shape if transposed else view.shape
+        dtype, shape = ckpt.info(name)
+        if shape != want:
+            raise CheckpointError(f"{who}: tensor {name_of(name)!r} has shape "
+                                  f"{list(shape_of(name, shape))}, expected "
+                                  f"{list(shape_of(name, want))} from {source}")
+        if dtype not in ("F32", "F16", "BF16", "F64"):
+            where = "checkpoint" if folder else f"{who}:"
+            raise CheckpointError(f"{where} tensor {name_of(name)!r} has dtype {dtype}; "
+                                  "expected a float type")
+        views.append((name, view))
+        r += n
+    return views
+
+
 def load_params(model, ckpt, keys):
     """Read every checkpoint tensor of the key map straight into the model's
     parameters (fused ones piece by piece, Conv1D weights through a
     transposed view): one tensor in flight at a time (the parameters are
-    looked up by name: named_parameters() would unpack packed ones)."""
+    looked up by name: named_parameters() would unpack packed ones). Each
+    tensor checked first (check_tensors)."""
     for ours, pieces, transposed in keys:
-        owner, leaf = param_owner(model, ours)
-        dst, r = getattr(owner, leaf), 0
-        for name, rows in pieces:
-            if name not in ckpt:
-                raise CheckpointError(f"{model.config.architecture} checkpoint: missing tensor "
-                                      f"{name!r} (for {ours})")
-            n = dst.shape[0] - r if rows is None else rows
-            view = dst[r:r + n]
-            want = view.T.shape if transposed else view.shape
-            dtype, shape = ckpt.info(name)
-            if shape != want:
-                raise CheckpointError(f"{model.config.architecture} checkpoint: tensor {name!r} "
-                                      f"has shape {list(shape)}, expected {list(want)} from "
-                                      "config.json")
-            if dtype not in ("F32", "F16", "BF16", "F64"):
-                raise CheckpointError(f"checkpoint tensor {name!r} has dtype {dtype}; expected "
-                                      "a float type")
+        for name, view in check_tensors(model, ckpt, ours, pieces, transposed):
             ckpt.read(name, out=view.T if transposed else view)
-            r += n

@@ -166,10 +166,40 @@ def test_forward_generate_and_cache(tmp_path):
     (dict(num_key_value_heads=3), "not a multiple"),
     (dict(hidden_act="tanh"), "activation 'tanh'"),
     (dict(hidden_size=-1), "hidden_size"),
+    # a folder's errors keep config.json's words (a GGUF file's: tests/models/test_gguf_errors.py)
+    (dict(num_attention_heads=0), r"config\.json \(LlamaForCausalLM\): num_attention_heads "
+                                  "must be >= 1, got 0"),
+    (dict(num_key_value_heads=0), r"config\.json .*num_key_value_heads must be >= 1"),
+    (dict(hidden_size=2), r"config\.json .*hidden_size=2 is smaller than num_attention_heads=4"),
+    (dict(head_dim=7), r"config\.json .*head dim 7 \(head_dim\) must be even"),
+    (dict(max_position_embeddings=-1), r"config\.json .*max_position_embeddings must be >= 1"),
+    (dict(rope_scaling={"rope_type": "linear", "factor": 0}), "rope_scaling.factor must be > 0"),
+    (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0,
+                        "high_freq_factor": 4.0, "original_max_position_embeddings": 64}),
+     "rope_scaling.high_freq_factor must exceed rope_scaling.low_freq_factor"),
+    (dict(rope_scaling={"rope_type": "linear", "factor": 1e-320}),
+     "rope_theta=10000.0 with rope_scaling gives RoPE frequencies that are not finite"),
+    (dict(eos_token_id="2"), "eos_token_id must be an int"),
 ])
 def test_config_errors(change, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises((ValueError, TypeError), match=match):
         LLMConfig.from_dict(dict(CONFIG, **change))
+
+
+def test_folder_tensor_errors_keep_hugging_face_names(tmp_path):
+    t = make_checkpoint(str(tmp_path))
+    del t["model.layers.1.mlp.up_proj.weight"]
+    t["model.layers.0.input_layernorm.weight"] = t["model.layers.0.input_layernorm.weight"][:-1]
+    write_safetensors(str(tmp_path / "model.safetensors"), t)
+    with pytest.raises(CheckpointError, match=r"LlamaForCausalLM checkpoint: tensor "
+                       r"'model\.layers\.0\.input_layernorm\.weight' has shape \[31\], "
+                       r"expected \[32\] from config\.json"):
+        CausalLM.from_pretrained(str(tmp_path))
+    t["model.layers.0.input_layernorm.weight"] = np.ones(32, np.float32)
+    write_safetensors(str(tmp_path / "model.safetensors"), t)
+    with pytest.raises(CheckpointError, match=r"LlamaForCausalLM checkpoint: missing tensor "
+                       r"'model\.layers\.1\.mlp\.up_proj\.weight' \(for layers\.1\."):
+        CausalLM.from_pretrained(str(tmp_path))
 
 
 def test_rope_scaling_linear_and_llama3_frequencies():
