@@ -15,8 +15,12 @@ What this file is: a reader of what is in a file. The file is memory-mapped
 once; every count, length, offset and shape is checked against the file
 before it is used, so a truncated or hostile file gives a ValueError
 naming the field and the file (never a crash, a hang or a huge
-allocation). What it is not: a writer, a model builder (the architectures
-and their key maps), or a tokenizer (gguf_tokenizer.py builds the file's).
+allocation). A tensor's blocks are read, decoded into their parts and
+handed over. What it is not: the ggml types (gguf_types.py: their block
+sizes, parts, dequantization and cattn formats, one row each), the
+packed panels (cattn.ops lays them out: PackedWeight.from_row_blocks), a
+writer, a model builder (the architectures and their key maps), or a
+tokenizer (gguf_tokenizer.py builds the file's).
 
 Shapes are given in NumPy's order (rows first): a ggml tensor of sizes
 (ne0, ne1) is an (ne1, ne0) array; blocks run along a row (ne0). A 2-D tensor is a linear
@@ -28,16 +32,13 @@ import struct
 
 import numpy as np
 
-from .. import _ext
-from ..ops import weight_memory
-from ..ops.formats import (FORMATS, int4_arrays, int4_k_arrays, int5g_arrays, int6g_arrays,
-                           int8g_arrays)
-from ..ops.packed import PackedWeight, pack_weight
+from ..ops.packed import PackedWeight
 from .gguf_metadata import GGUFMetadata, GGUFStrings
 from .gguf_tokenizer import GGUFTokenizer
+from .gguf_types import GGML_TYPE_IDS, GGML_TYPES, INT4, INT4_K, INT5G, INT6G, INT8G
 from .heap import trim_heap
 
-__all__ = ["GGUFFile", "GGUFMetadata", "GGUFStrings", "GGUF_TYPES"]
+__all__ = ["GGUFFile", "GGUFMetadata", "GGUFStrings", "GGML_TYPES"]
 
 # metadata value types -> (struct code, size); 8 string, 9 array
 _SCALARS = {0: ("<B", 1), 1: ("<b", 1), 2: ("<H", 2), 3: ("<h", 2), 4: ("<I", 4), 5: ("<i", 4),
@@ -47,25 +48,16 @@ _NUMPY = {0: "u1", 1: "i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7:
 _STRING, _ARRAY = 8, 9
 _U64 = struct.Struct("<Q")
 _COMPACT_MIN = 64          # arrays of this many strings or more are held as GGUFStrings
-
-# ggml types read here: id -> (name, elements per block, bytes per block)
-GGUF_TYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 30: ("BF16", 1, 2),
-              2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22),
-              7: ("Q5_1", 32, 24), 8: ("Q8_0", 32, 34), 12: ("Q4_K", 256, 144),
-              13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210)}
-# other ggml type ids, named in the error for a tensor of that type
-_OTHER = {9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS",
-          18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS",
-          24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 34: "TQ1_0",
-          35: "TQ2_0", 39: "MXFP4"}
-_MAX_DIMS = 4                                  # GGML_MAX_DIMS
+_MAX_DIMS = 4              # GGML_MAX_DIMS
 
 
 class GGUFFile:
     """One GGUF file. Attributes: path, version, alignment, metadata (a
     GGUFMetadata: key -> value, ints, floats, bools, str; arrays as lists),
-    tensors (name -> (ggml type name, shape in NumPy's order)).
-    dequantize(name) -> float32 array of that shape."""
+    tensors (name -> (ggml type name, shape in NumPy's order), the type a
+    row of GGML_TYPES). dequantize(name) -> float32 array of that shape;
+    parts(name) -> a 2-D tensor's blocks decoded (gguf_types.Parts);
+    weight(name) -> the PackedWeight holding it exactly."""
 
     def __init__(self, path):
         self.path = os.fspath(path)
@@ -202,11 +194,12 @@ class GGUFFile:
     def _add_tensor(self, name, ne, t, off):
         if name in self.tensors:
             raise self._error(f"tensor {name!r}: named twice")
-        if t not in GGUF_TYPES:
-            kind = _OTHER.get(t, f"type id {t}")
+        row = GGML_TYPE_IDS.get(t)
+        if row is None or row.decode is None:
+            kind = f"type id {t}" if row is None else row.name
             raise self._error(f"tensor {name!r} type: {kind} is not supported (supported: "
-                              f"{', '.join(v[0] for v in GGUF_TYPES.values())})")
-        tname, block, bsize = GGUF_TYPES[t]
+                              f"{', '.join(r.name for r in GGML_TYPES.values() if r.decode)})")
+        tname, block, bsize = row.name, row.block, row.nbytes
         n = 1
         for d in ne:
             if d <= 0 or d > self._size * 8:           # no tensor has more values than bits
@@ -237,30 +230,40 @@ class GGUFFile:
 
     def dequantize(self, name):
         """Tensor `name` as a new float32 array of its shape (NumPy's order),
-        the values ggml's dequantization gives."""
+        the values ggml's dequantization gives (gguf_types.Parts.dequantize)."""
         raw = self.raw(name)
         tname, shape = self.tensors[name]
-        block, bsize = next((b, s) for n, b, s in GGUF_TYPES.values() if n == tname)
-        with np.errstate(all="ignore"):                # inf / NaN scales are the file's
-            out = _DEQUANT[tname](raw.reshape(-1, bsize)) if block > 1 else _plain(tname, raw)
-        return out.reshape(shape)
+        t = GGML_TYPES[tname]
+        return t.decode(raw.reshape(-1, t.nbytes)).dequantize().reshape(shape)
 
-    def _rows(self, name, r0, r1):
-        """(type name, K, the stored blocks of rows [r0, r1) as (n, block
-        bytes) uint8) of a 2-D tensor: a row's blocks are contiguous."""
-        raw = self.raw(name)
-        tname, (N, K) = self.tensors[name]
-        block, bsize = next((b, s) for n, b, s in GGUF_TYPES.values() if n == tname)
-        per_row = K // block * bsize
-        return tname, K, raw[r0 * per_row:r1 * per_row].reshape(-1, bsize)
+    def parts(self, name, r0=0, r1=None):
+        """The named parts (a gguf_types.Parts: q, zero, d, m, sc, dmin, mn,
+        or a float type's values) of rows [r0, r1) of the 2-D tensor `name`,
+        each array (rows, per row): a row's blocks are contiguous."""
+        t, (N, K) = self._matrix(name)
+        r1 = N if r1 is None else r1
+        per_row = K // t.block * t.nbytes
+        blocks = self.raw(name)[r0 * per_row:r1 * per_row].reshape(-1, t.nbytes)
+        return t.decode(blocks).rows(r1 - r0)
 
-    def _parts(self, name, kind, r0=0, r1=None):
+    def _matrix(self, name):
+        """(the type's row, shape) of a 2-D tensor; KeyError or ValueError naming it."""
         self.raw(name)
         tname, shape = self.tensors[name]
-        if len(shape) != 2 or shape[1] == 0:
+        if len(shape) != 2:
+            raise ValueError(f"GGUF file {self.path}: tensor {name!r} has shape {shape}; a "
+                             "weight is 2-D (rows = outputs)")
+        return GGML_TYPES[tname], shape
+
+    def _parts_held(self, name, held_as):
+        """parts(name) of a 2-D tensor whose type one of held_as (gguf_types'
+        Exact) holds, with finite scales; else None."""
+        self.raw(name)
+        tname, shape = self.tensors[name]
+        if len(shape) != 2 or not any(GGML_TYPES[tname].exact is e for e in held_as):
             return None
-        tname, K, b = self._rows(name, r0, shape[0] if r1 is None else r1)
-        return kind(tname, b, len(b) * GGUF_TYPES_BY_NAME[tname][0] // K, K)
+        p = self.parts(name)
+        return p if p.finite() else None
 
     def int4_parts(self, name):
         """(q uint8 (N, K) in [0, 15], d float32 (N, K/32), mn float32 (N,
@@ -269,13 +272,15 @@ class GGUFFile:
         (Q4_0, Q4_1: the blocks' float16 scales; Q4_K: float32 d = D sc and
         mn = -(Dmin m) per 32, products exact in float32); None for another
         type or a scale that is not finite."""
-        return self._parts(name, _int4_parts)
+        p = self._parts_held(name, (INT4, INT4_K))
+        return None if p is None else (p.q, *p.groups()[:2], p.zero)
 
     def int4_k_parts(self, name):
         """(q uint8 (N, K), D, Dmin float16 (N, K/256), sc, m uint8 (N, K/32))
         of a 2-D Q4_K tensor as stored (values (D sc) q - (Dmin m)), or None
         for another type or a scale that is not finite."""
-        return self._parts(name, _int4_k_parts)
+        p = self._parts_held(name, (INT4_K,))
+        return None if p is None else (p.q, p.d, p.dmin, p.sc, p.mn)
 
     def int8g_parts(self, name):
         """(u uint8 (N, K), d (N, K/32), mn or None, sub or None, z) with
@@ -284,99 +289,45 @@ class GGUFFile:
         D sc, mn = -(Dmin m)) or Q6_K (d = D per 32, sub = its int8 scales
         per 16, z = 32) tensor; None for another type or a scale that is not
         finite."""
-        return self._parts(name, _int8g_parts)
+        p = self._parts_held(name, (INT8G, INT6G, INT5G))
+        return None if p is None else (p.q, *p.groups(), p.zero)
 
     def weight(self, name):
         """Tensor `name` (2-D: rows = outputs) as the cattn.PackedWeight that
-        holds its values exactly, in the narrowest cattn format that does:
-        Q4_0, Q4_1, Q4_K -> "int4" (the blocks' scales and 4-bit values as
-        they are; Q4_K's two-level scales too, D, Dmin per 256 and sc, m per
+        holds its values exactly, in the format its type's row of GGML_TYPES
+        names: Q4_0, Q4_1, Q4_K -> "int4" (the blocks' scales and 4-bit values
+        as they are; Q4_K's two-level scales too, D, Dmin per 256 and sc, m per
         32: int4_k_parts); Q5_0, Q5_1, Q5_K -> "int5g" and Q6_K -> "int6g"
         (their 5- and 6-bit values, the blocks' scales); Q8_0 -> "int8g"; BF16
         -> "bfloat16"; F32, F16 -> "float32" (a quantized tensor whose
         scales are not finite too). weight(name).unpack() equals
-        dequantize(name). Built a block of rows at a time into the packed
-        arrays (no full-size temporary), and the tensor's pages of the map
-        are let go after (release)."""
-        self.raw(name)                                 # KeyError naming an unknown tensor
-        tname, shape = self.tensors[name]
-        if len(shape) != 2:
-            raise ValueError(f"GGUF file {self.path}: tensor {name!r} has shape {shape}; a "
-                             "weight is 2-D (rows = outputs)")
+        dequantize(name). Read a block of rows at a time and handed to
+        cattn.ops (PackedWeight.from_row_blocks lays out the panels: no
+        full-size temporary), and the tensor's pages of the map are let go
+        after (release)."""
+        exact = self._matrix(name)[0].exact
         try:
-            for kind, arrays in _EXACT.get(tname, ()):
-                w = self._chunked(name, kind, arrays)
-                if w is not None:
-                    return w
-            return self._chunked_plain(name, "bfloat16" if tname == "BF16" else "float32")
+            w = None
+            if exact.arrays is not None:
+                w = self._built(name, exact.format,
+                                lambda p: exact.arrays(p) if p.finite() else None)
+            if w is None:
+                w = self._built(name, "float32" if exact.arrays else exact.format,
+                                lambda p: p.dequantize())
+            return w
         finally:
             self.release(name)
 
-    def _chunked(self, name, kind, arrays):
-        """The exact group-format weight of `name` built CHUNK_ROWS rows at a
-        time (a multiple of the 16-row panels: each block's panels and
-        scale rows are a contiguous part of the whole's), or None when a
-        block's parts are None (a scale that is not finite)."""
-        N, K = self.tensors[name][1]
-        full = None
-        for r0 in range(0, max(N, 1), CHUNK_ROWS):
-            r1 = min(N, r0 + CHUNK_ROWS)
-            parts = self._parts(name, kind, r0, r1)
-            if parts is None:
-                return None
-            d = arrays(*parts)
-            if full is None:
-                full = {k: (np.asarray(v) if v.ndim == 0 else
-                            np.empty((N,) + v.shape[1:], v.dtype)) for k, v in d.items()
-                        if k != "data"}
-                full["shape"] = np.array((N, K), np.int64)
-                fmt = str(d["format"])
-                size = _ext_layout(fmt, N, K)
-                full["data"] = weight_memory.empty(size, np.uint8, "GGUFFile.weight", name)
-                per_row = size // max(1, -(-N // 16) * 16)
-            full["data"][r0 * per_row:r0 * per_row + d["data"].size] = d["data"]
-            for k, v in d.items():
-                if k not in ("data", "shape") and v.ndim:
-                    full[k][r0:r1] = v
-            del d, parts
+    def _built(self, name, fmt, arrays):
+        """The PackedWeight of `name` in fmt built by cattn.ops CHUNK_ROWS
+        rows at a time: arrays(parts of the rows) hands each block over (the
+        format's arrays, the values, or None: no such weight)."""
+        def done(r0, r1):
             self.release(name, r0, r1)
             trim_heap()
-        return PackedWeight.from_arrays(full, copy=False)
-
-    def _chunked_plain(self, name, fmt):
-        """An F32 / F16 / BF16 tensor (or a quantized one whose scales are
-        not finite) packed in float32 or bfloat16 panels, CHUNK_ROWS rows at
-        a time: each block packed alone and its panels put in place per KC
-        block (the panels of different rows never mix)."""
-        N, K = self.tensors[name][1]
-        if N == 0 or K == 0:
-            return pack_weight(self.dequantize(name), fmt)
-        size, kc = FORMATS[fmt].layout(N, K)
-        stored = FORMATS[fmt].stored
-        data = weight_memory.empty(size, stored, "GGUFFile.weight", name)
-        np_all = size // K                                 # N rounded up to the panels
-        step = _plain_chunk_rows()
-        for r0 in range(0, N, step):
-            r1 = min(N, r0 + step)
-            tname, _, b = self._rows(name, r0, r1)
-            with np.errstate(all="ignore"):
-                vals = (_DEQUANT[tname](b) if GGUF_TYPES_BY_NAME[tname][0] > 1
-                        else _plain(tname, b.reshape(-1))).reshape(r1 - r0, K)
-            # packed into a plain array: a packed weight's own memory is carved
-            # from shared huge-page blocks that a freed part would hold on to
-            part = np.empty(FORMATS[fmt].layout(r1 - r0, K)[0], stored)
-            assert FORMATS[fmt].layout(r1 - r0, K)[1] == kc
-            FORMATS[fmt].pack(vals, part, "GGUFFile.weight")
-            npc = part.size // K                           # its rows rounded up to the panels
-            for pc in range(0, K, kc):
-                k = min(kc, K - pc)
-                data[pc * np_all + r0 * k:pc * np_all + r0 * k + npc * k] = \
-                    part[pc * npc:pc * npc + npc * k]
-            del vals, part
-            self.release(name, r0, r1)
-            trim_heap()
-        return PackedWeight.from_arrays({"format": np.array(fmt), "shape": np.array((N, K)),
-                                         "kc": np.array(kc), "data": data}, copy=False)
+        return PackedWeight.from_row_blocks(
+            fmt, self.tensors[name][1], lambda r0, r1: arrays(self.parts(name, r0, r1)),
+            rows=CHUNK_ROWS, done=done)
 
     def release(self, name, r0=0, r1=None):
         """Let the pages of the map that hold tensor `name` (its rows [r0,
@@ -420,206 +371,5 @@ class GGUFFile:
         self.close()
 
 
-# ----------------------------------------------------------------------------
-# dequantization: blocks (nb, bytes per block) -> (nb, values per block) float32,
-# in ggml's arithmetic (float32: d * q, d * q + m, d * sc * q - dmin * m)
-
-GGUF_TYPES_BY_NAME = {n: (b, s) for n, b, s in GGUF_TYPES.values()}
-CHUNK_ROWS = 1024        # rows a weight is built at a time (a multiple of the 16-row panels)
+CHUNK_ROWS = 1024          # rows a weight is read and handed over at a time
 _RELEASE_WINDOW = 1 << 21  # release()'s unit (bytes)
-
-
-def _plain_chunk_rows():
-    """CHUNK_ROWS rounded to a multiple of the float32 panels' rows too."""
-    nr = int(np.lcm(16, _ext.gemm_blocks()["f32"]["NR"]))
-    return -(-CHUNK_ROWS // nr) * nr
-
-
-def _ext_layout(fmt, N, K):
-    return FORMATS[fmt].layout(N, K)[0]
-
-
-def _int4_parts(tname, b, N, K):
-    """int4_parts of n rows' blocks b (see GGUFFile.int4_parts)."""
-    if tname not in ("Q4_0", "Q4_1", "Q4_K"):
-        return None
-    with np.errstate(all="ignore"):
-        if tname == "Q4_K":
-            D, Dmin = _f16(b, 0), _f16(b, 2)
-            sc, m = _scale_min_k4(b[:, 4:16])
-            q = _k4_values(b[:, 16:]).reshape(N, K)
-            d, mn = (D * sc).reshape(N, K // 32), (-(Dmin * m)).reshape(N, K // 32)
-        else:
-            off = 2 if tname == "Q4_0" else 4
-            q = _nibbles(b[:, off:]).reshape(N, K)
-            h = np.ascontiguousarray(b[:, :off]).view("<f2").astype(np.float16)
-            d = h[:, 0].reshape(N, K // 32)
-            mn = None if tname == "Q4_0" else h[:, 1].reshape(N, K // 32)
-    if not (np.isfinite(d).all() and (mn is None or np.isfinite(mn).all())):
-        return None
-    return q, d, mn, 8 if tname == "Q4_0" else 0
-
-
-def _int4_k_parts(tname, b, N, K):
-    """int4_k_parts of n rows' blocks b (see GGUFFile.int4_k_parts)."""
-    if tname != "Q4_K":
-        return None
-    h = np.ascontiguousarray(b[:, :4]).view("<f2").astype(np.float16)
-    if not np.isfinite(h).all():
-        return None
-    sc, m = _scale_min_k4(b[:, 4:16])
-    q = _k4_values(b[:, 16:]).reshape(N, K)
-    return (q, h[:, 0].reshape(N, K // 256), h[:, 1].reshape(N, K // 256),
-            sc.astype(np.uint8).reshape(N, K // 32), m.astype(np.uint8).reshape(N, K // 32))
-
-
-def _int8g_parts(tname, b, N, K):
-    """int8g_parts of n rows' blocks b (see GGUFFile.int8g_parts)."""
-    if tname not in ("Q8_0", "Q5_0", "Q5_1", "Q5_K", "Q6_K"):
-        return None
-    G = K // 32
-    mn = sub = None
-    with np.errstate(all="ignore"):
-        if tname == "Q8_0":
-            d = np.ascontiguousarray(b[:, :2]).view("<f2").astype(np.float16).reshape(N, G)
-            u, z = b[:, 2:] ^ np.uint8(0x80), 128            # int8 q + 128, bytewise
-        elif tname in ("Q5_0", "Q5_1"):
-            off = 2 if tname == "Q5_0" else 4
-            h = np.ascontiguousarray(b[:, :off]).view("<f2").astype(np.float16)
-            d = h[:, 0].reshape(N, G)
-            u = _nibbles(b[:, off + 4:]) | _high_bits(b[:, off:off + 4])
-            z = 16 if tname == "Q5_0" else 0
-            mn = None if tname == "Q5_0" else h[:, 1].reshape(N, G)
-        elif tname == "Q5_K":
-            D, Dmin = _f16(b, 0), _f16(b, 2)
-            sc, m = _scale_min_k4(b[:, 4:16])
-            qh = b[:, 16:48]
-            bits = (qh[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1
-            u, z = _k4_values(b[:, 48:]) | (bits << 4), 0
-            d, mn = (D * sc).reshape(N, G), (-(Dmin * m)).reshape(N, G)
-        else:                                          # Q6_K
-            ql, qh = b[:, :128], b[:, 128:192]
-            q = np.empty((len(b), 2, 4, 32), np.uint8)
-            for hh in range(2):
-                lo, hi = ql[:, 64 * hh:64 * hh + 64], qh[:, 32 * hh:32 * hh + 32]
-                q[:, hh] = np.stack([(lo[:, :32] & 0x0F) | ((hi >> 0) & 3) << 4,
-                                     (lo[:, 32:] & 0x0F) | ((hi >> 2) & 3) << 4,
-                                     (lo[:, :32] >> 4) | ((hi >> 4) & 3) << 4,
-                                     (lo[:, 32:] >> 4) | ((hi >> 6) & 3) << 4], axis=1)
-            u, z = q, 32
-            sub = b[:, 192:208].view(np.int8).reshape(N, 2 * G)
-            dd = np.ascontiguousarray(b[:, 208:210]).view("<f2").astype(np.float16)
-            d = np.repeat(dd, 8, axis=1).reshape(N, G)
-    u = np.ascontiguousarray(u.reshape(N, K))
-    if not (np.isfinite(d).all() and (mn is None or np.isfinite(mn).all())):
-        return None
-    return u, d, mn, sub, z
-
-
-# the exact formats each quantized type tries in turn (then float32 panels)
-_EXACT = {"Q4_0": [(_int4_parts, int4_arrays)], "Q4_1": [(_int4_parts, int4_arrays)],
-          "Q4_K": [(_int4_k_parts, int4_k_arrays), (_int4_parts, int4_arrays)],
-          "Q8_0": [(_int8g_parts, int8g_arrays)],
-          **{t: [(_int8g_parts, int5g_arrays)] for t in ("Q5_0", "Q5_1", "Q5_K")},
-          "Q6_K": [(_int8g_parts, int6g_arrays)]}
-
-
-def _plain(tname, raw):
-    if tname == "F32":
-        return raw.view("<f4").astype(np.float32)
-    if tname == "F16":
-        return raw.view("<f2").astype(np.float32)
-    return (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)      # BF16
-
-
-def _f16(b, i):
-    """The float16 at bytes i, i+1 of each block -> (nb, 1) float32."""
-    return np.ascontiguousarray(b[:, i:i + 2]).view("<f2").astype(np.float32)
-
-
-def _nibbles(qs):
-    """(nb, 16) bytes -> (nb, 32): low nibbles then high nibbles."""
-    return np.concatenate([qs & 0x0F, qs >> 4], axis=1)
-
-
-def _high_bits(qh):
-    """(nb, 4) bytes of a little-endian uint32 -> (nb, 32) bit j of it, as 16 or 0."""
-    h = np.ascontiguousarray(qh).view("<u4")
-    return (((h >> np.arange(32, dtype=np.uint32)) & 1) << 4).astype(np.uint8)
-
-
-def _q8_0(b):
-    return _f16(b, 0) * b[:, 2:].view(np.int8).astype(np.float32)
-
-
-def _q4_0(b):
-    return _f16(b, 0) * (_nibbles(b[:, 2:]).astype(np.int8) - 8).astype(np.float32)
-
-
-def _q4_1(b):
-    return _f16(b, 0) * _nibbles(b[:, 4:]).astype(np.float32) + _f16(b, 2)
-
-
-def _q5_0(b):
-    q = (_nibbles(b[:, 6:]) | _high_bits(b[:, 2:6])).astype(np.int8) - 16
-    return _f16(b, 0) * q.astype(np.float32)
-
-
-def _q5_1(b):
-    q = _nibbles(b[:, 8:]) | _high_bits(b[:, 4:8])
-    return _f16(b, 0) * q.astype(np.float32) + _f16(b, 2)
-
-
-def _scale_min_k4(s):
-    """(nb, 12) packed 6-bit scales and mins of Q4_K/Q5_K -> two (nb, 8) arrays."""
-    s = s.astype(np.uint8)
-    sc = np.empty((len(s), 8), np.uint8)
-    mn = np.empty((len(s), 8), np.uint8)
-    sc[:, :4] = s[:, 0:4] & 63
-    mn[:, :4] = s[:, 4:8] & 63
-    sc[:, 4:] = (s[:, 8:12] & 0x0F) | ((s[:, 0:4] >> 6) << 4)
-    mn[:, 4:] = (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)
-    return sc.astype(np.float32), mn.astype(np.float32)
-
-
-def _k4_values(qs):
-    """(nb, 128) bytes -> (nb, 8, 32): per 64 values, 32 low nibbles then 32 high."""
-    q = qs.reshape(-1, 4, 1, 32)
-    return np.concatenate([q & 0x0F, q >> 4], axis=2).reshape(-1, 8, 32)
-
-
-def _q4_k(b):
-    d, dmin = _f16(b, 0), _f16(b, 2)
-    sc, mn = _scale_min_k4(b[:, 4:16])
-    q = _k4_values(b[:, 16:]).astype(np.float32)
-    return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(-1, 256)
-
-
-def _q5_k(b):
-    d, dmin = _f16(b, 0), _f16(b, 2)
-    sc, mn = _scale_min_k4(b[:, 4:16])
-    qh = b[:, 16:48]                                    # bit 2i, 2i+1 of byte l: values
-    bits = (qh[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1  # (nb, 8, 32)
-    q = (_k4_values(b[:, 48:]) | (bits << 4)).astype(np.float32)
-    return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(-1, 256)
-
-
-def _q6_k(b):
-    ql, qh = b[:, :128], b[:, 128:192]
-    sc = b[:, 192:208].view(np.int8).astype(np.float32)
-    d = _f16(b, 208)
-    out = np.empty((len(b), 2, 4, 32), np.float32)      # per 128 values: 4 runs of 32
-    for h in range(2):
-        lo = ql[:, 64 * h:64 * h + 64]
-        hi = qh[:, 32 * h:32 * h + 32]
-        q = np.stack([(lo[:, :32] & 0x0F) | ((hi >> 0) & 3) << 4,
-                      (lo[:, 32:] & 0x0F) | ((hi >> 2) & 3) << 4,
-                      (lo[:, :32] >> 4) | ((hi >> 4) & 3) << 4,
-                      (lo[:, 32:] >> 4) | ((hi >> 6) & 3) << 4], axis=1)
-        out[:, h] = (q.astype(np.int8) - 32).astype(np.float32)
-    scale = (d * sc).reshape(-1, 2, 4, 2)               # one scale per 16 values
-    return (out.reshape(-1, 2, 4, 2, 16) * scale[..., None]).reshape(-1, 256)
-
-
-_DEQUANT = {"Q8_0": _q8_0, "Q4_0": _q4_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q5_1": _q5_1,
-            "Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k}

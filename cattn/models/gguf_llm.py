@@ -20,9 +20,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..ops.formats import int4_arrays, int4_k_arrays, int5g_arrays, int6g_arrays, int8g_arrays
 from ..ops.packed import PackedWeight, pack_weight
 from ..ops.stacked import stack_weights
+from .gguf_types import GGML_TYPES, Parts
 from .heap import trim_heap
 from .llm_config import LLMConfig
 
@@ -326,72 +326,36 @@ class GGUFCheckpoint:
             trim_heap()                          # and the builder's freed temporaries
 
     def _packed(self, names, gnames):
-        types = {self.file.tensors[g][0] for g in gnames}
         if len(names) == 1 and names[0] not in self._heads:
             return self.file.weight(gnames[0])     # built a block of rows at a time
-        if len(types) > 1 and not types <= {"F32", "F16"}:
-            return self._stacked(names, gnames)
-        if types <= {"F32", "F16"}:
-            rows = [self._unpermute(n, self.file.dequantize(self._names[n])) for n in names]
-            return pack_weight(np.concatenate(rows), "float32")
-        if types == {"BF16"}:
-            rows = [self._unpermute(n, self.file.dequantize(self._names[n])) for n in names]
-            return pack_weight(np.concatenate(rows), "bfloat16")
-        if types == {"Q4_K"}:                          # two-level scales, as stored
-            k = [self.file.int4_k_parts(g) for g in gnames]
-            if all(p is not None for p in k):
-                return PackedWeight.from_arrays(int4_k_arrays(*(
-                    np.concatenate([self._unpermute(n, p[i]) for n, p in zip(names, k)])
-                    for i in range(5))))
-        four = [self.file.int4_parts(g) for g in gnames]
-        if all(p is not None for p in four):
-            parts = [(q, d, mn, None, z) for q, d, mn, z in four]
-            return self._stack(names, parts, int4_arrays, four=True)
-        parts = []
-        for g, p4 in zip(gnames, four):
-            p = self.file.int8g_parts(g) if p4 is None else (p4[0], p4[1], p4[2], None, p4[3])
-            if p is None:
-                return None
-            parts.append(p)
-        return self._stack(names, parts, int8g_arrays, four=False)
+        types = [GGML_TYPES[self.file.tensors[g][0]] for g in gnames]
+        # one format holds the pieces together: float values (F32 beside F16)
+        # in the format their types name, or the parts of one quantized type
+        if len({t.name if t.exact.arrays else t.exact.format for t in types}) > 1:
+            return self._stacked(names, gnames, [t.name for t in types])
+        if types[0].exact.arrays is None:
+            rows = [self._unpermute(n, self.file.dequantize(g)) for n, g in zip(names, gnames)]
+            return pack_weight(np.concatenate(rows), types[0].exact.format)
+        return self._stack(names, gnames, types[0].exact)
 
-    def _stacked(self, names, gnames):
-        """Pieces of different types: each run of one type in its own exact
-        format, the runs one "stack" weight (a Q4_K_M file's q|k|v with a
-        Q6_K v: q|k in int4 with Q4_K's scales, v in int6g, the file's
-        bytes; one format for all would widen q and k to 8.5 bits)."""
-        kinds = [self.file.tensors[g][0] for g in gnames]
+    def _stacked(self, names, gnames, kinds):
+        """Pieces of different types (kinds: their names): each run of one
+        type in its own exact format, the runs one "stack" weight (a Q4_K_M
+        file's q|k|v with a Q6_K v: q|k in int4 with Q4_K's scales, v in
+        int6g, the file's bytes; one format for all would widen q and k to
+        8.5 bits)."""
         cuts = [0] + [i for i in range(1, len(kinds)) if kinds[i] != kinds[i - 1]] + [len(kinds)]
         parts = [self._packed(names[a:b], gnames[a:b]) for a, b in zip(cuts, cuts[1:])]
         return None if any(p is None for p in parts) else stack_weights(parts)
 
-    def _stack(self, names, parts, arrays, four):
-        """Pieces (u, d, mn, sub, z) of one GGUF type (so one zero point and
-        the same arrays present), rows stacked; scales float16 when every
-        piece's are, else float32 (an exact widening)."""
-        f16 = all(d.dtype == np.float16 and (mn is None or mn.dtype == np.float16)
-                  for _, d, mn, _, _ in parts)
-        dtype = np.float16 if f16 else np.float32
-        zs = {z for *_, z in parts}
-        if len(zs) > 1 or len({mn is None for _, _, mn, _, _ in parts}) > 1 \
-                or len({sub is None for _, _, _, sub, _ in parts}) > 1:
-            return None
-        def cat(i, conv=lambda n, a: a):
-            if parts[0][i] is None:
-                return None
-            return np.concatenate([self._unpermute(n, conv(n, p[i])) for n, p in zip(names, parts)])
-        u = cat(0)
-        d = cat(1, lambda n, a: a.astype(dtype))
-        mn = cat(2, lambda n, a: a.astype(dtype))
-        z = zs.pop()
-        if four:
-            return PackedWeight.from_arrays(arrays(u, d, mn, z))
-        top = int(u.max()) if u.size else 0
-        if top < 32:                                    # 5-bit values: in 5 bits
-            arrays = int5g_arrays
-        elif top < 64:                                  # 6-bit values: in 6 bits
-            arrays = int6g_arrays
-        return PackedWeight.from_arrays(arrays(u, d, mn, cat(3), z))
+    def _stack(self, names, gnames, exact):
+        """Pieces of one quantized type, rows stacked: their parts
+        (GGUFFile.parts, a llama file's q, k rows put back) joined and held
+        exactly in the type's format (gguf_types.Exact, as GGUFFile.weight
+        holds one tensor); None when a scale is not finite."""
+        parts = Parts.concatenate([self.file.parts(g).map(lambda a, n=n: self._unpermute(n, a))
+                                   for n, g in zip(names, gnames)])
+        return PackedWeight.from_arrays(exact.arrays(parts)) if parts.finite() else None
 
     def _unpermute(self, name, a):
         """a's rows put back in Hugging Face's order (a llama file's q, k)."""

@@ -301,6 +301,20 @@ class WeightFormat(str):
         """unpack()[ids] for int64 ids (n,) in [0, N): the rows' values."""
         return self.unpack(data, shape, kc, extra)[ids]
 
+    def panel_rows(self):
+        """The rows of one panel: a weight built a block of rows at a time
+        (PackedWeight.from_row_blocks) starts each block at a multiple."""
+        return _Q4_NR
+
+    def place_rows(self, data, shape, r0, part):
+        """Put `part`, the packed data of rows [r0, r0 + n) of a (N, K)
+        weight packed alone (r0 a multiple of panel_rows()), into the whole
+        weight's `data`. Here panels of whole rows, one after another: the
+        part is one contiguous run of them."""
+        P = self.panel_rows()
+        at = r0 * (self.layout(P, shape[1])[0] // P)
+        data[at:at + part.size] = part
+
     def loaded_extra(self, d, data, shape, op, take=False):
         """The extra arrays of a from_arrays() dict d, checked (ValueError);
         take: d's arrays are handed over (from_arrays(copy=False)): their
@@ -333,9 +347,24 @@ class _Panels(WeightFormat):
         """The float32 / float64 panels (bfloat16 widens them)."""
         return data
 
+    def panel_rows(self):
+        return _ext.gemm_blocks()["f64" if self.compute == np.float64 else "f32"]["NR"]
+
+    def place_rows(self, data, shape, r0, part):
+        """The GEMM's panels run per KC block of inputs over every row: each
+        block of the part goes into its block of the whole."""
+        N, K = shape
+        if part.size == 0:
+            return
+        size, kc = self.layout(N, K)
+        Np, n = size // K, part.size // K              # rows rounded up to the panels
+        for pc in range(0, K, kc):
+            k = min(kc, K - pc)
+            data[pc * Np + r0 * k:pc * Np + (r0 + n) * k] = part[pc * n:pc * n + n * k]
+
     def rows(self, data, shape, kc, extra, ids):
         N, K = shape
-        NR = _ext.gemm_blocks()["f64" if self.compute == np.float64 else "f32"]["NR"]
+        NR = self.panel_rows()
         Np = -(-N // NR) * NR
         jp, j = ids // NR, ids % NR
         out = np.empty((len(ids), K), self.compute)
@@ -347,7 +376,7 @@ class _Panels(WeightFormat):
 
     def unpack(self, data, shape, kc, extra):
         N, K = shape
-        NR = _ext.gemm_blocks()["f64" if self.compute == np.float64 else "f32"]["NR"]
+        NR = self.panel_rows()
         Np = -(-N // NR) * NR
         data = self.panels(data)
         W = np.empty((N, K), self.compute)

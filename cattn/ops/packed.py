@@ -35,8 +35,9 @@ class PackedWeight:
     "float32", "float64", "bfloat16" or "int8"); compute_dtype (the NumPy
     dtype of inputs and results); nbytes. to_arrays() /
     PackedWeight.from_arrays(d) round-trip through plain NumPy arrays
-    (np.savez-able); pickle works. unpack() gives the weight the kernels
-    use back."""
+    (np.savez-able); pickle works; from_row_blocks builds one a block of
+    rows at a time (a loader). unpack() gives the weight the kernels use
+    back."""
 
     __slots__ = ("_data", "_shape", "_format", "_kc", "_extra")
 
@@ -141,6 +142,50 @@ class PackedWeight:
         return cls._new(data, shape, fmt, want_kc,
                         fmt.loaded_extra(d, data, shape, op, take=not copy))
 
+    @classmethod
+    def from_row_blocks(cls, fmt, shape, block, *, rows=1024, done=None):
+        """The (N, K) PackedWeight in format `fmt` built a block of rows at a
+        time, so that a loader holds no full-size temporary beside it.
+        block(r0, r1) gives rows [r0, r1): a float array of their values
+        ((r1 - r0) * K of them), packed here in `fmt`; or the to_arrays()
+        dict of those rows alone in `fmt` (cattn.ops.formats.int4_arrays(...)
+        of them); or None, and None is returned. The blocks are `rows` rows
+        rounded up to whole panels (the last one shorter), chosen here; each
+        block's panels and per-row arrays are put in place, then done(r0,
+        r1) runs (a reader letting its pages of the rows go)."""
+        op = "PackedWeight.from_row_blocks"
+        f = FORMATS.get(str(fmt))
+        if f is None:
+            raise ValueError(f"{op}: unknown format {fmt!r}; expected one of {tuple(FORMATS)}")
+        N, K = (int(v) for v in shape)
+        size, kc = f.layout(N, K)
+        step = -(-max(1, int(rows)) // f.panel_rows()) * f.panel_rows()
+        full = None
+        for r0 in range(0, max(N, 1), step):
+            r1 = min(N, r0 + step)
+            d = block(r0, r1)
+            if d is None:
+                return None
+            data, per_row = _block_arrays(f, d, (r1 - r0, K), kc, f"{op}: rows [{r0}, {r1})")
+            if full is None:                           # the first block: the whole's arrays
+                full = {k: v if v.ndim == 0 else np.empty((N,) + v.shape[1:], v.dtype)
+                        for k, v in per_row.items()}
+                full["data"] = weight_memory.empty(size, f.stored, op, "the packed weight")
+            if per_row.keys() != full.keys() - {"data"} or any(
+                    v.ndim == 0 and v != full[k] for k, v in per_row.items()):
+                raise ValueError(f"{op}: rows [{r0}, {r1}) have the arrays {sorted(per_row)} "
+                                 "(or a scalar among them) unlike the first rows'")
+            f.place_rows(full["data"], (N, K), r0, data)
+            for k, v in per_row.items():
+                if v.ndim:
+                    full[k][r0:r1] = v
+            del d, data, per_row
+            if done is not None:
+                done(r0, r1)
+        full.update(format=np.array(str(f)), shape=np.array((N, K), np.int64),
+                    kc=np.array(kc, np.int64))
+        return cls.from_arrays(full, copy=False)
+
     def __reduce__(self):
         return (PackedWeight.from_arrays, (self.to_arrays(),))
 
@@ -164,6 +209,32 @@ class PackedWeight:
         compute_dtype: the values (float32/float64, NaN and inf included),
         the bfloat16 values, or int8's qw * sw[j]."""
         return self._format.unpack(self._data, self._shape, self._kc, self._extra)
+
+
+def _block_arrays(fmt, d, shape, kc, where):
+    """(packed data, the other arrays by name) of a block of rows given as
+    values or as a to_arrays() dict (from_row_blocks), checked to be rows
+    of shape `shape` in fmt with this build's KC."""
+    if not isinstance(d, dict):                        # values: packed here
+        d = _rows_alone(fmt, np.asarray(d).reshape(shape), where)
+    got = (str(np.asarray(d["format"])), tuple(int(v) for v in np.asarray(d["shape"])),
+           int(np.asarray(d["kc"])))
+    if got != (fmt, shape, kc):
+        raise ValueError(f"{where} came as a {got[0]} {got[1]} weight with KC = {got[2]}; "
+                         f"expected {fmt} {shape} with KC = {kc}")
+    return np.asarray(d["data"]), {k: np.asarray(v) for k, v in d.items()
+                                   if k not in ("format", "shape", "kc", "data")}
+
+
+def _rows_alone(fmt, w, op):
+    """The to_arrays() dict of w (n, K) packed alone in fmt, in ordinary
+    memory: a packed weight's own is carved from shared huge-page blocks
+    that a freed block of rows would hold on to."""
+    size, kc = fmt.layout(*w.shape)
+    data = np.empty(size, fmt.stored)
+    extra = fmt.pack(as_float_array(w, "w", op), data, op)
+    return {"format": np.array(str(fmt)), "shape": np.array(w.shape, np.int64),
+            "kc": np.array(kc, np.int64), "data": data, **fmt.saved_extra(extra, w.shape)}
 
 
 def pack_weight(w, dtype="float32"):

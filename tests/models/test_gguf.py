@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import cattn
-from cattn.models.gguf import GGUF_TYPES, GGUFFile, GGUFStrings
+from cattn.models.gguf import GGML_TYPES, GGUFFile, GGUFStrings
 
 gguf = pytest.importorskip("gguf", reason="the gguf package (llama.cpp's gguf-py) is the oracle")
 
@@ -42,8 +42,8 @@ def write(path, tensors, metadata=(), alignment=None):
 
 def random_blocks(tname, shape, rng):
     """Random stored bytes of a tensor of NumPy shape `shape`: (rows, bytes per row)."""
-    _, block, bsize = next(v for v in GGUF_TYPES.values() if v[0] == tname)
-    return rng.integers(0, 256, (shape[0], shape[1] // block * bsize), dtype=np.uint8)
+    t = GGML_TYPES[tname]
+    return rng.integers(0, 256, (shape[0], shape[1] // t.block * t.nbytes), dtype=np.uint8)
 
 
 @pytest.mark.parametrize("tname", QUANT + ["BF16"])
