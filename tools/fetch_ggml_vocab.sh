@@ -7,7 +7,8 @@
 set -euo pipefail
 DIR="${1:-${CATTN_GGML_VOCAB:-$HOME/.cache/cattn-test/ggml-vocab}}"
 VERSION=0.3.36
-NAMES="qwen2 llama-bpe gpt-2 llama-spm phi-3"
+NAMES="bert-bge command-r deepseek-coder deepseek-llm falcon gemma-4 gpt-2 llama-bpe llama-spm
+       mpt phi-3 qwen2 qwen35 refact starcoder"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 # the sdist only: its build dependencies (cmake, scikit-build-core) come as wheels

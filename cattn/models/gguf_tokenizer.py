@@ -2,40 +2,98 @@
 (`tokenizer.ggml.*` metadata), built on the optional `tokenizers` package.
 
 What this file is: the map from llama.cpp's tokenizer metadata to a
-`tokenizers.Tokenizer`, and encode / decode over it:
-- `tokenizer.ggml.model` "gpt2": byte-level BPE (the file's tokens and
-  merges) after the pre-tokenizer `tokenizer.ggml.pre` names: "gpt-2"
-  (GPT-2's regex), "llama-bpe" (Llama 3: digits in runs of up to 3, merges
-  ignored for whole-vocabulary words, as llama.cpp does), "qwen2" (digits
-  one by one);
-- "llama": SentencePiece-style BPE (Llama 2, TinyLlama, Mistral, Phi-3):
-  spaces become U+2581 with one in front, pieces merge by the merged
-  token's score (tokenizer.ggml.scores), unknown characters fall back to
-  the <0xXX> byte tokens.
-Control tokens (token_type 3) and user-defined ones (4) are added tokens:
-user-defined ones are matched in the text, control ones only when the
-text is encoded with parse_special=True (llama.cpp's rule). What it is
-not: a tokenizer implementation (tokenizers' Rust code is), or the GGUF
-parser (gguf.py).
+`tokenizers.Tokenizer`, and encode / decode over it, as llama.cpp's
+src/llama-vocab.cpp applies them. `tokenizer.ggml.model`:
+- "gpt2": byte-level BPE (the file's tokens and merges) after the
+  pre-tokenizer `tokenizer.ggml.pre` names (a row of
+  gguf_pretokenizers.GGUF_PRE_TOKENIZERS: its split expressions, whether
+  whole-vocabulary words skip the merges, its BOS default);
+- "gemma4": BPE over raw UTF-8 pieces (spaces written as U+2581, <0xXX>
+  byte tokens for the rest), split at newlines only;
+- "llama": SentencePiece-style BPE (Llama 2, TinyLlama, Mistral, Phi-3,
+  Gemma 1-3): spaces become U+2581 with one in front, pieces merge by the
+  merged token's score (tokenizer.ggml.scores), unknown characters fall
+  back to the <0xXX> byte tokens;
+- "bert": WordPiece (BERT, BGE, nomic and other embedding files): the text
+  lower-cased and its accents stripped as tokenizer.ggml.normalizer.*
+  say (both by default), split at whitespace, punctuation and CJK
+  characters, each word matched longest piece first; add_special puts
+  CLS first and SEP last.
+Special ids, add_bos / add_eos and their defaults when the file is silent
+follow llama.cpp per model and pre-tokenizer. Control tokens (token_type
+3) and unknown ones (2) are matched in the text only when it is encoded
+with parse_special=True, user-defined ones (4) always (llama.cpp's rule).
+What it is not: a tokenizer implementation (tokenizers' Rust code is),
+the pre-tokenizer table (gguf_pretokenizers.py), or the GGUF parser
+(gguf.py).
 """
 import threading
+import unicodedata
 
 import numpy as np
 
 from .gguf_metadata import GGUFStrings
+from .gguf_pretokenizers import GGUF_PRE_TOKENIZERS, pre_tokenizer
 from .heap import trim_heap
 from .tokenizer import TOKENIZERS_HINT
 
-__all__ = ["GGUFTokenizer", "GGUF_PRE_TOKENIZERS"]
-
-# tokenizer.ggml.pre -> the split regex (as in the models' tokenizer.json / llama.cpp)
-_LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-_QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-          r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-GGUF_PRE_TOKENIZERS = {"gpt-2": None, "llama-bpe": _LLAMA3, "qwen2": _QWEN2}
+__all__ = ["GGUFTokenizer", "GGUF_PRE_TOKENIZERS", "GGUF_TOKENIZER_MODELS"]
 
 _NORMAL, _UNKNOWN, _CONTROL, _USER, _UNUSED, _BYTE = 1, 2, 3, 4, 5, 6
+_SPACE = "\u2581"
+
+# tokenizer.ggml.model -> llama.cpp's defaults when the file is silent: the
+# special ids (BOS, EOS, UNK, SEP) and whether add_special puts BOS first
+# (for "gpt2", the pre-tokenizer's row decides)
+GGUF_TOKENIZER_MODELS = {
+    "gpt2": dict(bos=11, eos=11, unk=None, sep=None, add_bos=None),
+    "gemma4": dict(bos=None, eos=None, unk=None, sep=None, add_bos=True),
+    "llama": dict(bos=1, eos=2, unk=0, sep=None, add_bos=True),
+    "bert": dict(bos=101, eos=None, unk=100, sep=102, add_bos=True),
+}
+# tokens llama.cpp takes as ends of generation by their text, and as control
+# tokens whatever their type
+_EOG_TEXTS = frozenset({
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\uff5cend\u2581of\u2581sentence\uff5c>", "[e~["})
+# ...and tokens it always matches in the text (gpt-oss)
+_USER_TEXTS = frozenset({"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
+
+
+def _special(tokens, types):
+    """llama.cpp's token attributes by id: (control, user, eog) sets: control
+    and unknown tokens (matched in the text with parse_special only; the
+    ends of generation named by text are control tokens whatever their
+    type), user-defined ones (always matched), the ends of generation."""
+    eog = {i for i, t in enumerate(tokens) if t in _EOG_TEXTS}
+    control = {i for i, ty in enumerate(types) if ty in (_CONTROL, _UNKNOWN)} | eog
+    user = {i for i, ty in enumerate(types) if ty == _USER} - control
+    texts = {tokens[i]: i for i in eog}
+    normal = set()
+    if "</s>" in texts and ("<|tool_response>" in texts or "<|plamo:eos|>" in texts):
+        normal.add(texts["</s>"])           # a normal token in gemma4 / plamo files
+    elif "<|end|>" in texts and ({"<|return|>", "<|call|>"} <= texts.keys()
+                                 or {"<|calls|>", "<|flush|>"} <= texts.keys()):
+        user.add(texts["<|end|>"])          # o200k_harmony, solar-open: user-defined
+    user |= {i for i, t in enumerate(tokens) if t in _USER_TEXTS}
+    return control - user - normal, user - normal, eog - user - normal
+
+
+class _FirstOfNFD(dict):
+    """str.translate's table of llama.cpp's WordPiece "NFD": each character
+    becomes the first character of its canonical decomposition (e -> e for
+    an accented e, a Hangul syllable -> its leading consonant), computed on
+    first sight and kept."""
+
+    def __missing__(self, cp):
+        c = unicodedata.normalize("NFD", chr(cp))[0]
+        self[cp] = c
+        return c
+
+
+_FIRST_OF_NFD = _FirstOfNFD()
 
 
 def _field(meta, key, path, kind=list):
@@ -46,13 +104,22 @@ def _field(meta, key, path, kind=list):
     return v
 
 
+def _flag(meta, key, default, path):
+    v = meta.get(key, default)
+    if not isinstance(v, (bool, np.bool_)) and v not in (0, 1):
+        raise ValueError(f"GGUF file {path}: tokenizer metadata {key!r} is {v!r}; expected a bool")
+    return bool(v)
+
+
 class GGUFTokenizer:
     """The tokenizer of a GGUF file's metadata: encode(text, add_special=True,
     parse_special=False) -> token ids (BOS / EOS as the file's
-    add_bos_token / add_eos_token say), decode(ids, skip_special=True) ->
-    text. Attributes: model ("gpt2" or "llama"), pre, bos_token_id,
-    eos_token_id, vocab_size, and eot_ids (the ids that end a turn: EOS,
-    EOT and the control tokens named like <|im_end|>, <|eot_id|>, <|end|>)."""
+    add_bos_token / add_eos_token say, or llama.cpp's default for its model
+    and pre-tokenizer; CLS / SEP for "bert"), decode(ids, skip_special=True)
+    -> text. Attributes: model ("gpt2", "gemma4", "llama" or "bert"), pre,
+    bos_token_id, eos_token_id, sep_token_id, add_bos, add_eos, vocab_size,
+    and eot_ids (the ids that end a turn: EOS, EOT and the control tokens
+    named like <|im_end|>, <|eot_id|>, <|end|>)."""
 
     def __init__(self, meta, path="<metadata>"):
         self._build(meta, path)
@@ -65,6 +132,9 @@ class GGUFTokenizer:
             raise ImportError(TOKENIZERS_HINT) from None
         self.path = path
         model = meta.get("tokenizer.ggml.model")
+        if model not in GGUF_TOKENIZER_MODELS:
+            raise ValueError(f"GGUF file {path}: tokenizer.ggml.model {model!r} is not supported "
+                             f"(supported: {', '.join(map(repr, GGUF_TOKENIZER_MODELS))})")
         tokens = _field(meta, "tokenizer.ggml.tokens", path)
         if not tokens or not all(isinstance(t, str) for t in tokens):
             raise ValueError(f"GGUF file {path}: tokenizer.ggml.tokens must be a non-empty list "
@@ -77,19 +147,29 @@ class GGUFTokenizer:
         if not all(isinstance(t, int) and not isinstance(t, bool) for t in types):
             raise ValueError(f"GGUF file {path}: tokenizer.ggml.token_type must hold integers")
         self.model, self.vocab_size = model, len(tokens)
-        self.pre = meta.get("tokenizer.ggml.pre", "default")
-        if model == "gpt2":
-            tok = self._bpe(tokenizers, meta, tokens, path)
+        pre = meta.get("tokenizer.ggml.pre")
+        if pre is not None and not isinstance(pre, str):
+            raise ValueError(f"GGUF file {path}: tokenizer.ggml.pre is {type(pre).__name__}; "
+                             "expected a string")
+        defaults = GGUF_TOKENIZER_MODELS[model]
+        add_bos = defaults["add_bos"]
+        bos_default = defaults["bos"]
+        self.pre = pre if pre is not None else "default"
+        control, user, eog = _special(tokens, types)
+        if model in ("gpt2", "gemma4"):
+            if model == "gemma4":
+                self.pre = "gemma4"             # llama.cpp's rule: the model names its pre-tokenizer
+            row = pre_tokenizer(self.pre, path)
+            add_bos = row.add_bos if add_bos is None else add_bos
+            bos_default = bos_default if row.bos else None
+            tok = self._bpe(tokenizers, meta, tokens, row, path)
         elif model == "llama":
-            tok = self._spm(tokenizers, meta, tokens, types, path)
+            tok = self._spm(tokenizers, meta, tokens, types, control, path)
         else:
-            raise ValueError(f"GGUF file {path}: tokenizer.ggml.model {model!r} is not "
-                             "supported (supported: 'gpt2', 'llama')")
-        added = []
-        for i, (t, ty) in enumerate(zip(tokens, types)):
-            if ty in (_CONTROL, _USER):
-                added.append(tokenizers.AddedToken(t, special=ty == _CONTROL, normalized=False))
-        self._control = {i for i, ty in enumerate(types) if ty == _CONTROL}
+            tok = self._wpm(tokenizers, meta, tokens, types, path, defaults["unk"])
+        added = [tokenizers.AddedToken(tokens[i], special=i in control, normalized=False)
+                 for i in sorted(control | user)]
+        self._control = control
         # one tokenizer: control tokens are its special tokens, matched in the
         # text only while encode_special_tokens is False (parse_special; the
         # flag is the tokenizer's, so set and used under a lock). A second
@@ -101,66 +181,78 @@ class GGUFTokenizer:
         tok.no_truncation()
         self._tok, self._lock = tok, threading.Lock()
 
-        def tid(key):
+        def tid(key, default=None):
             v = meta.get(key)
-            return v if isinstance(v, int) and 0 <= v < len(tokens) else None
-        self.bos_token_id = tid("tokenizer.ggml.bos_token_id")
-        self.eos_token_id = tid("tokenizer.ggml.eos_token_id")
-        default_bos = model == "llama"
-        self.add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", default_bos))
-        self.add_eos = bool(meta.get("tokenizer.ggml.add_eos_token", False))
-        ends = {"<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<|end_of_text|>",
-                "</s>", "<end_of_turn>", "<|eom_id|>"}
-        self.eot_ids = sorted({i for i in self._control if tokens[i] in ends}
-                              | {x for x in (self.eos_token_id, tid("tokenizer.ggml.eot_token_id"))
-                                 if x is not None})
+            if isinstance(v, (int, np.integer)) and not isinstance(v, bool) \
+                    and 0 <= v < len(tokens):
+                return int(v)
+            return default if default is not None and 0 <= default < len(tokens) else None
+        self.bos_token_id = tid("tokenizer.ggml.bos_token_id", bos_default)
+        self.eos_token_id = tid("tokenizer.ggml.eos_token_id", defaults["eos"])
+        self.sep_token_id = tid("tokenizer.ggml.seperator_token_id", defaults["sep"])
+        self.add_bos = _flag(meta, "tokenizer.ggml.add_bos_token", add_bos, path)
+        self.add_eos = _flag(meta, "tokenizer.ggml.add_eos_token", False, path)
+        if self.pre == "gemma4":
+            self.add_bos = True                 # llama.cpp adds BOS to every Gemma 4 text
+        self.eot_ids = sorted(eog | {x for x in (self.eos_token_id,
+                                                 tid("tokenizer.ggml.eot_token_id"),
+                                                 tid("tokenizer.ggml.eom_token_id"))
+                                     if x is not None})
         # token(i)'s strings: the tokenizer's own vocabulary (not a second copy
         # of 151936 strings beside it), and the few it does not map back to
-        # their id (a string the vocabulary repeats) kept here
+        # their id (a string the vocabulary repeats; WordPiece's renamed
+        # pieces) kept here
         self._odd = {i: t for i, t in enumerate(tokens) if tok.id_to_token(i) != t}
 
-    # -- the two models
+    # -- the models
 
-    def _bpe(self, tk, meta, tokens, path):
-        if self.pre not in GGUF_PRE_TOKENIZERS:
-            raise ValueError(f"GGUF file {path}: tokenizer.ggml.pre {self.pre!r} is not "
-                             f"supported (supported: {', '.join(GGUF_PRE_TOKENIZERS)})")
-        # the merges read one at a time from the metadata's compact array where
-        # it has one, their halves the vocabulary's own strings where they are
-        # tokens (a 151387-merge list costs ~26 MiB less while building)
+    def _merges(self, meta, tokens, path, required=True):
+        """The merge pairs, each half the vocabulary's own string where it is a
+        token (read one at a time from the metadata's compact array where it
+        has one: a 151387-merge list costs ~26 MiB less while building)."""
+        key = "tokenizer.ggml.merges"
+        if key not in meta and not required:
+            return []
         strings = getattr(meta, "strings", None)
-        merges = strings("tokenizer.ggml.merges") if strings and "tokenizer.ggml.merges" in meta \
-            else None
+        merges = strings(key) if strings and key in meta else None
         if not isinstance(merges, GGUFStrings):
-            merges = _field(meta, "tokenizer.ggml.merges", path)
+            merges = _field(meta, key, path)
         vocab = {t: i for i, t in reversed(list(enumerate(tokens)))}
         pairs = []
         for m in merges:
-            a, sep, b = m.partition(" ") if isinstance(m, str) else ("", "", "")
-            if not sep:
-                raise ValueError(f"GGUF file {path}: tokenizer.ggml.merges entry {m!r} is not "
-                                 "two tokens separated by a space")
+            # llama.cpp splits at the first space after the first character
+            k = m.find(" ", 1) if isinstance(m, str) else -1
+            if k < 0:
+                raise ValueError(f"GGUF file {path}: {key} entry {m!r} is not two tokens "
+                                 "separated by a space")
+            a, b = m[:k], m[k + 1:]
             ia, ib = vocab.get(a), vocab.get(b)
             pairs.append((a if ia is None else tokens[ia], b if ib is None else tokens[ib]))
+        return vocab, pairs
+
+    def _bpe(self, tk, meta, tokens, row, path):
+        got = self._merges(meta, tokens, path, required=self.pre != "kimi-k2")
+        vocab, pairs = got if got else ({t: i for i, t in reversed(list(enumerate(tokens)))}, [])
         try:
-            bpe = tk.models.BPE(vocab, pairs, ignore_merges=self.pre == "llama-bpe")
+            bpe = tk.models.BPE(vocab, pairs, ignore_merges=row.ignore_merges,
+                                byte_fallback=not row.byte_level)
         except Exception as e:              # tokenizers' own error (a merge of unknown tokens)
             raise ValueError(f"GGUF file {path}: tokenizer.ggml.merges do not fit "
                              f"tokenizer.ggml.tokens: {e}") from None
         tok = tk.Tokenizer(bpe)
-        regex = GGUF_PRE_TOKENIZERS[self.pre]
-        if regex is None:
-            tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        steps = [tk.pre_tokenizers.Split(tk.Regex(r), behavior="isolated", invert=False)
+                 for r in row.split]
+        if row.byte_level:
+            steps.append(tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False))
+            tok.decoder = tk.decoders.ByteLevel()
         else:
-            tok.pre_tokenizer = tk.pre_tokenizers.Sequence([
-                tk.pre_tokenizers.Split(tk.Regex(regex), behavior="isolated", invert=False),
-                tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-        if self.pre == "qwen2":
-            tok.normalizer = tk.normalizers.NFC()
-        tok.decoder = tk.decoders.ByteLevel()
+            tok.normalizer = tk.normalizers.Replace(" ", _SPACE)
+            tok.decoder = tk.decoders.Sequence([tk.decoders.Replace(_SPACE, " "),
+                                                tk.decoders.ByteFallback(), tk.decoders.Fuse()])
+        tok.pre_tokenizer = steps[0] if len(steps) == 1 else tk.pre_tokenizers.Sequence(steps)
         return tok
 
-    def _spm(self, tk, meta, tokens, types, path):
+    def _spm(self, tk, meta, tokens, types, control, path):
         scores = _field(meta, "tokenizer.ggml.scores", path)
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in scores):
             raise ValueError(f"GGUF file {path}: tokenizer.ggml.scores must hold numbers")
@@ -172,7 +264,8 @@ class GGUFTokenizer:
             vocab.setdefault(t, i)
         # merges as sentencepiece's BPE applies them: a pair whose merged piece
         # is in the vocabulary, by that piece's score (higher first), then id
-        normal = {t: i for t, i in vocab.items() if types[i] in (_NORMAL, _USER, _UNUSED)}
+        normal = {t: i for t, i in vocab.items()
+                  if types[i] in (_NORMAL, _USER, _UNUSED) and i not in control}
         merges = []
         for piece, i in normal.items():
             for k in range(1, len(piece)):
@@ -189,32 +282,69 @@ class GGUFTokenizer:
             raise ValueError(f"GGUF file {path}: the tokenizer of tokenizer.ggml.tokens / "
                              f"scores does not build: {e}") from None
         tok = tk.Tokenizer(bpe)
-        prefix = meta.get("tokenizer.ggml.add_space_prefix", True)
-        steps = ([tk.normalizers.Prepend("\u2581")] if prefix else []) + [
-            tk.normalizers.Replace(" ", "\u2581")]
+        prefix = _flag(meta, "tokenizer.ggml.add_space_prefix", True, path)
+        steps = ([tk.normalizers.Prepend(_SPACE)] if prefix else []) + [
+            tk.normalizers.Replace(" ", _SPACE)]
         tok.normalizer = tk.normalizers.Sequence(steps)
-        dec = [tk.decoders.Replace("\u2581", " "), tk.decoders.ByteFallback(), tk.decoders.Fuse()]
+        dec = [tk.decoders.Replace(_SPACE, " "), tk.decoders.ByteFallback(), tk.decoders.Fuse()]
         if prefix:
             dec.append(tk.decoders.Strip(" ", 1, 0))
         tok.decoder = tk.decoders.Sequence(dec)
         return tok
 
+    def _wpm(self, tk, meta, tokens, types, path, unk_default):
+        # the file writes a word's first piece with U+2581 in front and the
+        # pieces that continue a word bare; WordPiece writes them bare and
+        # with "##" in front. Control / unknown / user tokens keep their text.
+        vocab = {}
+        for i, (t, ty) in enumerate(zip(tokens, types)):
+            if ty in (_NORMAL, _UNUSED, _BYTE):
+                t = t[1:] if t.startswith(_SPACE) and len(t) > 1 else "##" + t
+            vocab.setdefault(t, i)
+        unk = meta.get("tokenizer.ggml.unknown_token_id", unk_default)
+        if not isinstance(unk, int) or not 0 <= unk < len(tokens):
+            raise ValueError(f"GGUF file {path}: tokenizer.ggml.unknown_token_id is {unk!r}; "
+                             f"a WordPiece vocabulary needs one in [0, {len(tokens)})")
+        unk_tok = next(t for t, i in vocab.items() if i == unk)
+        tok = tk.Tokenizer(tk.models.WordPiece(vocab, unk_token=unk_tok,
+                                               max_input_chars_per_word=1 << 30))
+        lower = _flag(meta, "tokenizer.ggml.normalizer.lowercase", True, path)
+        self._strip_accents = _flag(meta, "tokenizer.ggml.normalizer.strip_accents", lower, path)
+        # llama.cpp's order: (the first character of each NFD, in encode), drop
+        # control characters, CJK characters as words, lower case, drop marks
+        steps = [tk.normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                               strip_accents=False, lowercase=False)]
+        steps += [tk.normalizers.Lowercase()] if lower else []
+        steps += [tk.normalizers.Replace(tk.Regex(r"\p{M}"), "")] if self._strip_accents else []
+        tok.normalizer = tk.normalizers.Sequence(steps)
+        tok.pre_tokenizer = tk.pre_tokenizers.BertPreTokenizer()
+        tok.decoder = tk.decoders.WordPiece(prefix="##", cleanup=False)
+        return tok
+
     # -- use
 
     def encode(self, text, add_special=True, parse_special=False):
-        """text -> token ids; add_special: BOS / EOS as the file says;
-        parse_special: control tokens written in the text (e.g.
-        "<|im_start|>") become their ids (a chat prompt's), else plain text."""
+        """text -> token ids; add_special: BOS / EOS as the file says (CLS and
+        SEP for a WordPiece vocabulary); parse_special: control tokens
+        written in the text (e.g. "<|im_start|>") become their ids (a chat
+        prompt's), else plain text."""
         if not isinstance(text, str):
             raise TypeError(f"GGUFTokenizer.encode: expected a str, got {type(text).__name__}")
         ids = []
+        if self.model == "bert" and self._strip_accents:
+            text = text.translate(_FIRST_OF_NFD)
         if text:
             with self._lock:
                 self._tok.encode_special_tokens = not parse_special
                 ids = list(self._tok.encode(text, add_special_tokens=False).ids)
-        if add_special and self.add_bos and self.bos_token_id is not None:
+        if not add_special:
+            return ids
+        if self.model == "bert":            # llama.cpp: CLS and SEP whatever the flags say
+            return [x for x in (self.bos_token_id,) if x is not None] + ids + \
+                [x for x in (self.sep_token_id,) if x is not None]
+        if self.add_bos and self.bos_token_id is not None:
             ids = [self.bos_token_id] + ids
-        if add_special and self.add_eos and self.eos_token_id is not None:
+        if self.add_eos and self.eos_token_id is not None:
             ids = ids + [self.eos_token_id]
         return ids
 

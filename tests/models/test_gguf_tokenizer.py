@@ -1,15 +1,16 @@
 """The tokenizer inside a GGUF file (cattn.models.GGUFTokenizer,
 GGUFFile.tokenizer(), a GGUF CausalLM's text in and out).
 
-The reference is llama.cpp's own tokenizer test data: its vocabulary-only
-GGUF files with input texts (.inp, cases separated by a line
-"__ggml_vocab_test__", as llama.cpp's tests/test-tokenizer-0 reads them)
-and the token ids llama.cpp gives (.out, one line per case), for the
-qwen2, llama-bpe (Llama 3), gpt-2, llama-spm (Llama 2) and phi-3
-vocabularies. tools/fetch_ggml_vocab.sh puts them where this module looks
-($CATTN_GGML_VOCAB or ~/.cache/cattn-test/ggml-vocab); CI fetches them in
-its peers stage.
+The references are llama.cpp's own: its tokenizer test data for 15
+vocabularies (gguf_vocab_cases.py: every .inp case with the ids of its
+.out, 694 cases), and llama.cpp's tokenize() recorded by
+tools/llama_cpp_tokens.py in data/llama_cpp_tokens.json: add_special=True
+of every case, the multilingual lines of data/multilingual.txt with and
+without it, and every tokenizer.ggml.pre row of the table on the gpt-2
+vocabulary. tools/fetch_ggml_vocab.sh puts the vocabularies where
+gguf_vocab_cases looks; CI fetches them in its peers stage.
 """
+import json
 import os
 
 import pytest
@@ -17,14 +18,16 @@ import pytest
 pytest.importorskip("tokenizers", reason="the tokenizers package builds the tokenizer")
 
 from cattn.models import GGUFFile, GGUFTokenizer  # noqa: E402
+from cattn.models.gguf_pretokenizers import GGUF_PRE_TOKENIZERS  # noqa: E402
+from gguf_vocab_cases import NAMES, VOCAB, inp_cases, multilingual, vocab_path  # noqa: E402
 
-VOCAB = os.environ.get("CATTN_GGML_VOCAB", os.path.expanduser("~/.cache/cattn-test/ggml-vocab"))
-NAMES = ["qwen2", "llama-bpe", "gpt-2", "llama-spm", "phi-3"]
-SEP = "\n__ggml_vocab_test__\n"
+with open(os.path.join(os.path.dirname(__file__), "data", "llama_cpp_tokens.json"),
+          encoding="utf-8") as _f:
+    LLAMA_CPP = json.load(_f)
 
 
 def vocab_file(name):
-    path = os.path.join(VOCAB, f"ggml-vocab-{name}.gguf")
+    path = vocab_path(name)
     if not os.path.isfile(path):
         pytest.skip(f"the ggml-vocab test vectors are not in {VOCAB} "
                     "(tools/fetch_ggml_vocab.sh fetches them)")
@@ -32,14 +35,8 @@ def vocab_file(name):
 
 
 def cases(name):
-    path = vocab_file(name)
-    with open(path + ".inp", encoding="utf-8") as f:
-        texts = f.read().split(SEP)
-    with open(path + ".out", encoding="utf-8") as f:
-        ids = f.read().split("\n")
-    texts = texts[:len(ids)] if texts[-1] == "" else texts
-    assert len(texts) >= 40
-    return [(t, [int(v) for v in line.split()]) for t, line in zip(texts, ids)]
+    vocab_file(name)
+    return inp_cases(name)
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +50,22 @@ def tok(name, cache):
     return cache[name]
 
 
+def first_difference(t, texts, want, **kw):
+    for text, w in zip(texts, want):
+        got = t.encode(text, **kw)
+        if got != w:
+            return f"{text!r}: cattn {got} llama.cpp {w}"
+    return None
+
+
+def test_case_count():
+    """The data covers what llama.cpp tests: 15 vocabularies, 694 cases."""
+    for name in NAMES:
+        vocab_file(name)
+    assert sum(len(inp_cases(n)) for n in NAMES) == 694
+    assert sorted(LLAMA_CPP["vocab"]) == sorted(NAMES)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_every_llama_cpp_case(name, tokenizers_by_name):
     t = tok(name, tokenizers_by_name)
@@ -62,12 +75,87 @@ def test_every_llama_cpp_case(name, tokenizers_by_name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_add_special_and_multilingual_as_llama_cpp(name, tokenizers_by_name):
+    """encode(text) (add_special=True: BOS / EOS, CLS / SEP as llama.cpp adds
+    them, the file's flags or llama.cpp's defaults) of every case, and the
+    multilingual lines with and without add_special, equal llama.cpp's."""
+    t = tok(name, tokenizers_by_name)
+    want = LLAMA_CPP["vocab"][name]
+    lines = multilingual()
+    assert first_difference(t, [c for c, _ in cases(name)], want["inp_special"]) is None
+    assert first_difference(t, lines, want["multilingual_special"]) is None
+    assert first_difference(t, lines, want["multilingual"], add_special=False) is None
+
+
+def test_every_pre_tokenizer_as_llama_cpp():
+    """Every byte-level row of the pre-tokenizer table, written as the
+    tokenizer.ggml.pre of the gpt-2 vocabulary, splits the multilingual
+    lines as llama.cpp does under that name (one tokenizer per distinct
+    row), and add_special adds BOS as llama.cpp does for that name."""
+    meta = dict(GGUFFile(vocab_file("gpt-2")).metadata)
+    names = sorted(n for n, row in GGUF_PRE_TOKENIZERS.items() if row.byte_level)
+    assert sorted(LLAMA_CPP["pre"]) == names, "tools/llama_cpp_tokens.py writes a new row's ids"
+    lines, built, bad = multilingual(), {}, []
+    for name in names:
+        want = LLAMA_CPP["pre_ids"][LLAMA_CPP["pre"][name]]
+        key = (id(GGUF_PRE_TOKENIZERS[name]), LLAMA_CPP["pre"][name])
+        if key in built:
+            continue
+        t = built[key] = GGUFTokenizer({**meta, "tokenizer.ggml.pre": name}, name)
+        diff = first_difference(t, lines, want["multilingual"], add_special=False)
+        if diff or t.encode("Hello world") != want["special"]:
+            bad.append((name, diff, t.encode("Hello world"), want["special"]))
+    assert not bad, f"{len(bad)} rows differ, first: {bad[0]}"
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "bert-bge"])
 def test_decode_round_trip(name, tokenizers_by_name):
     """decode(encode(text)) is the text for every case (llama-spm / phi-3 drop
     the one space the tokenizer puts in front, as llama.cpp's detokenizer does)."""
     t = tok(name, tokenizers_by_name)
     for text, want in cases(name):
         assert t.decode(want) == text, (text, t.decode(want))
+
+
+def test_bert_wordpiece(tokenizers_by_name):
+    """The WordPiece vocabulary: CLS / SEP around the text with add_special
+    (whatever add_bos says, as llama.cpp), lower case and accents stripped by
+    default, words split at punctuation; decode joins the pieces."""
+    t = tok("bert-bge", tokenizers_by_name)
+    assert (t.model, t.bos_token_id, t.sep_token_id) == ("bert", 101, 102)
+    ids = t.encode("Héllo, WORLD! unaffable")
+    assert ids[0] == 101 and ids[-1] == 102
+    assert t.decode(ids) == "hello , world ! unaffable"
+    assert t.encode("hello") == [101, 7592, 102]
+    meta = dict(GGUFFile(vocab_file("bert-bge")).metadata)
+    assert t.encode("Hello é", add_special=False) == [7592, 1041]          # "hello", "e"
+    cased = GGUFTokenizer({**meta, "tokenizer.ggml.normalizer.lowercase": False})
+    assert cased.encode("Hello é", add_special=False) == [100, 100]         # [UNK] twice
+    keep = GGUFTokenizer({**meta, "tokenizer.ggml.normalizer.strip_accents": False})
+    assert keep.encode("Hello é", add_special=False) == [7592, 100]
+
+
+def test_add_bos_defaults_follow_llama_cpp(tokenizers_by_name):
+    """Without tokenizer.ggml.add_bos_token, BOS as llama.cpp adds it: for
+    Llama 3's pre-tokenizer (llama-bpe) yes (every row's default:
+    test_every_pre_tokenizer_as_llama_cpp), for SentencePiece yes; the
+    file's flag wins; Gemma 4 always adds it."""
+    bpe = dict(GGUFFile(vocab_file("llama-bpe")).metadata)
+    bpe.pop("tokenizer.ggml.add_bos_token", None)
+    assert GGUFTokenizer(bpe).encode("Hello world") == [128000, 9906, 1917]
+    gpt2 = dict(GGUFFile(vocab_file("gpt-2")).metadata)
+    assert "tokenizer.ggml.add_bos_token" not in gpt2
+    on = GGUFTokenizer({**gpt2, "tokenizer.ggml.add_bos_token": True})
+    assert on.encode("Hello world") == [50256, 15496, 995]
+    spm = dict(GGUFFile(vocab_file("llama-spm")).metadata)
+    spm.pop("tokenizer.ggml.add_bos_token", None)
+    assert GGUFTokenizer(spm).encode("Hello")[0] == 1
+    assert GGUFTokenizer({**spm, "tokenizer.ggml.add_bos_token": False}).encode("Hello")[0] != 1
+    gemma = tok("gemma-4", tokenizers_by_name)
+    assert gemma.add_bos and gemma.encode("x")[0] == gemma.bos_token_id == 2
+    forced = GGUFTokenizer({**gpt2, "tokenizer.ggml.model": "gemma4",
+                            "tokenizer.ggml.add_bos_token": False})
+    assert forced.pre == "gemma4" and forced.add_bos and forced.encode("x")[0] == 50256
 
 
 def test_special_tokens(tokenizers_by_name):
@@ -105,10 +193,17 @@ def test_parse_special_from_many_threads(tokenizers_by_name):
 
 def test_unsupported_metadata_is_named():
     meta = dict(GGUFFile(vocab_file("gpt-2")).metadata)
-    with pytest.raises(ValueError, match="tokenizer.ggml.pre 'starcoder' is not supported"):
-        GGUFTokenizer({**meta, "tokenizer.ggml.pre": "starcoder"})
-    with pytest.raises(ValueError, match="tokenizer.ggml.model 'bert' is not supported"):
-        GGUFTokenizer({**meta, "tokenizer.ggml.model": "bert"})
+    with pytest.raises(ValueError, match="tokenizer.ggml.pre 'no-such-pre' is not supported"):
+        GGUFTokenizer({**meta, "tokenizer.ggml.pre": "no-such-pre"}, "x.gguf")
+    with pytest.raises(ValueError, match="x.gguf: tokenizer.ggml.model 't5' is not supported"):
+        GGUFTokenizer({**meta, "tokenizer.ggml.model": "t5"}, "x.gguf")
+    with pytest.raises(ValueError, match="tokenizer.ggml.pre is int"):
+        GGUFTokenizer({**meta, "tokenizer.ggml.pre": 3})
+    with pytest.raises(ValueError, match="add_bos_token"):
+        GGUFTokenizer({**meta, "tokenizer.ggml.add_bos_token": "yes"})
+    bert = dict(GGUFFile(vocab_file("bert-bge")).metadata)
+    with pytest.raises(ValueError, match="unknown_token_id"):
+        GGUFTokenizer({**bert, "tokenizer.ggml.unknown_token_id": 10 ** 9})
     with pytest.raises(ValueError, match="tokenizer.ggml.merges"):
         GGUFTokenizer({k: v for k, v in meta.items() if k != "tokenizer.ggml.merges"})
     with pytest.raises(ValueError, match="token_type"):
@@ -131,12 +226,15 @@ def test_unsupported_metadata_is_named():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_token_strings(name, tokenizers_by_name):
-    """token(i) is the file's token string i, as llama.cpp's gguf package
-    reads it, for every id; ids outside [0, vocab_size) are an IndexError."""
-    gguf = pytest.importorskip("gguf", reason="llama.cpp's gguf package reads the file")
+    """token(i) is the file's token string i for every id (the file's list as
+    cattn's reader reads it; as llama.cpp's gguf package reads it for two
+    vocabularies); ids outside [0, vocab_size) are an IndexError."""
     t = tok(name, tokenizers_by_name)
-    field = gguf.GGUFReader(vocab_file(name)).fields["tokenizer.ggml.tokens"]
-    want = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    want = list(GGUFFile(vocab_file(name)).metadata["tokenizer.ggml.tokens"])
+    if name in ("gpt-2", "bert-bge"):
+        gguf = pytest.importorskip("gguf", reason="llama.cpp's gguf package reads the file")
+        field = gguf.GGUFReader(vocab_file(name)).fields["tokenizer.ggml.tokens"]
+        assert want == [bytes(field.parts[i]).decode("utf-8") for i in field.data]
     assert len(want) == t.vocab_size
     assert [t.token(i) for i in range(t.vocab_size)] == want
     for bad in (-1, t.vocab_size, 1.0, True):
