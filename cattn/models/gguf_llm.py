@@ -16,6 +16,7 @@ positions, LayerNorm, fused qkv; its Conv1D weights stored transposed).
 Legend: E hidden size, H query heads, Hk key/value heads, D head dim.
 """
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -223,11 +224,13 @@ def _check_sizes(f, c, names):
     if c.max_positions is not None:
         rows("position_embd.weight", c.max_positions, names["n_positions"])
     for field in ("bos_token_id", "eos_token_id", "pad_token_id"):
-        i = getattr(c, field)
-        for i in (i if isinstance(i, list) else [i]):
-            if i is not None and not 0 <= i < V:
-                raise ValueError(f"{who}: {names[field]} is {i}, outside the vocabulary "
-                                 f"[0, {V}) (the rows of tensor 'token_embd.weight')")
+        i = getattr(c, field)                       # llama.cpp: "bad special token", ignored
+        ids = i if isinstance(i, list) else [i]
+        bad = [x for x in ids if x is not None and not 0 <= x < V]
+        if bad:
+            warnings.warn(f"{who}: {names[field]} is {bad[0]}, outside the vocabulary [0, {V}) "
+                          "(the rows of tensor 'token_embd.weight'); ignored", stacklevel=3)
+            setattr(c, field, [x for x in ids if x not in bad] if isinstance(i, list) else None)
     tokens = f.metadata.strings("tokenizer.ggml.tokens") if "tokenizer.ggml.tokens" in \
         f.metadata else None
     if isinstance(tokens, Sequence) and not isinstance(tokens, str) and len(tokens) != V:

@@ -62,22 +62,24 @@ _EOG_TEXTS = frozenset({
 _USER_TEXTS = frozenset({"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
 
 
-def _special(tokens, types):
-    """llama.cpp's token attributes by id: (control, user, eog) sets: control
-    and unknown tokens (matched in the text with parse_special only; the
-    ends of generation named by text are control tokens whatever their
-    type), user-defined ones (always matched), the ends of generation."""
-    eog = {i for i, t in enumerate(tokens) if t in _EOG_TEXTS}
-    control = {i for i, ty in enumerate(types) if ty in (_CONTROL, _UNKNOWN)} | eog
-    user = {i for i, ty in enumerate(types) if ty == _USER} - control
-    texts = {tokens[i]: i for i in eog}
+def _special(vocab, types):
+    """llama.cpp's token attributes by id (vocab: each token string -> its
+    first id): (control, user, eog) sets: control and unknown tokens
+    (matched in the text with parse_special only; the ends of generation
+    named by text are control tokens whatever their type), user-defined
+    ones (always matched), the ends of generation."""
+    kinds = {i: ty for i, ty in enumerate(types) if ty != _NORMAL}
+    texts = {t: vocab[t] for t in _EOG_TEXTS if t in vocab}
+    eog = set(texts.values())
+    control = {i for i, ty in kinds.items() if ty in (_CONTROL, _UNKNOWN)} | eog
+    user = {i for i, ty in kinds.items() if ty == _USER} - control
     normal = set()
     if "</s>" in texts and ("<|tool_response>" in texts or "<|plamo:eos|>" in texts):
         normal.add(texts["</s>"])           # a normal token in gemma4 / plamo files
     elif "<|end|>" in texts and ({"<|return|>", "<|call|>"} <= texts.keys()
                                  or {"<|calls|>", "<|flush|>"} <= texts.keys()):
         user.add(texts["<|end|>"])          # o200k_harmony, solar-open: user-defined
-    user |= {i for i, t in enumerate(tokens) if t in _USER_TEXTS}
+    user |= {vocab[t] for t in _USER_TEXTS if t in vocab}
     return control - user - normal, user - normal, eog - user - normal
 
 
@@ -155,18 +157,20 @@ class GGUFTokenizer:
         add_bos = defaults["add_bos"]
         bos_default = defaults["bos"]
         self.pre = pre if pre is not None else "default"
-        control, user, eog = _special(tokens, types)
+        vocab = {t: i for i, t in reversed(list(enumerate(tokens)))}      # a string's first id
+        control, user, eog = _special(vocab, types)
         if model in ("gpt2", "gemma4"):
             if model == "gemma4":
                 self.pre = "gemma4"             # llama.cpp's rule: the model names its pre-tokenizer
             row = pre_tokenizer(self.pre, path)
             add_bos = row.add_bos if add_bos is None else add_bos
             bos_default = bos_default if row.bos else None
-            tok = self._bpe(tokenizers, meta, tokens, row, path)
+            tok = self._bpe(tokenizers, meta, tokens, vocab, row, path)
         elif model == "llama":
-            tok = self._spm(tokenizers, meta, tokens, types, control, path)
+            tok = self._spm(tokenizers, meta, tokens, vocab, types, control, path)
         else:
             tok = self._wpm(tokenizers, meta, tokens, types, path, defaults["unk"])
+        del vocab                           # (its strings are the tokens'; the dict goes)
         added = [tokenizers.AddedToken(tokens[i], special=i in control, normalized=False)
                  for i in sorted(control | user)]
         self._control = control
@@ -206,7 +210,7 @@ class GGUFTokenizer:
 
     # -- the models
 
-    def _merges(self, meta, tokens, path, required=True):
+    def _merges(self, meta, tokens, vocab, path, required=True):
         """The merge pairs, each half the vocabulary's own string where it is a
         token (read one at a time from the metadata's compact array where it
         has one: a 151387-merge list costs ~26 MiB less while building)."""
@@ -217,22 +221,21 @@ class GGUFTokenizer:
         merges = strings(key) if strings and key in meta else None
         if not isinstance(merges, GGUFStrings):
             merges = _field(meta, key, path)
-        vocab = {t: i for i, t in reversed(list(enumerate(tokens)))}
-        pairs = []
+        pairs, get = [], vocab.get
         for m in merges:
-            # llama.cpp splits at the first space after the first character
-            k = m.find(" ", 1) if isinstance(m, str) else -1
-            if k < 0:
+            a, sep, b = m.partition(" ") if type(m) is str else ("", "", "")
+            if not a and sep:       # llama.cpp splits at the first space after the first character
+                a, sep, b = m[1:].partition(" ")
+                a = " " + a
+            if not sep:
                 raise ValueError(f"GGUF file {path}: {key} entry {m!r} is not two tokens "
                                  "separated by a space")
-            a, b = m[:k], m[k + 1:]
-            ia, ib = vocab.get(a), vocab.get(b)
+            ia, ib = get(a), get(b)
             pairs.append((a if ia is None else tokens[ia], b if ib is None else tokens[ib]))
-        return vocab, pairs
+        return pairs
 
-    def _bpe(self, tk, meta, tokens, row, path):
-        got = self._merges(meta, tokens, path, required=self.pre != "kimi-k2")
-        vocab, pairs = got if got else ({t: i for i, t in reversed(list(enumerate(tokens)))}, [])
+    def _bpe(self, tk, meta, tokens, vocab, row, path):
+        pairs = self._merges(meta, tokens, vocab, path, required=self.pre != "kimi-k2")
         try:
             bpe = tk.models.BPE(vocab, pairs, ignore_merges=row.ignore_merges,
                                 byte_fallback=not row.byte_level)
@@ -252,16 +255,13 @@ class GGUFTokenizer:
         tok.pre_tokenizer = steps[0] if len(steps) == 1 else tk.pre_tokenizers.Sequence(steps)
         return tok
 
-    def _spm(self, tk, meta, tokens, types, control, path):
+    def _spm(self, tk, meta, tokens, vocab, types, control, path):
         scores = _field(meta, "tokenizer.ggml.scores", path)
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in scores):
             raise ValueError(f"GGUF file {path}: tokenizer.ggml.scores must hold numbers")
         if len(scores) != len(tokens):
             raise ValueError(f"GGUF file {path}: tokenizer.ggml.scores has {len(scores)} "
                              f"entries for {len(tokens)} tokens")
-        vocab = {}
-        for i, t in enumerate(tokens):
-            vocab.setdefault(t, i)
         # merges as sentencepiece's BPE applies them: a pair whose merged piece
         # is in the vocabulary, by that piece's score (higher first), then id
         normal = {t: i for t, i in vocab.items()

@@ -244,10 +244,6 @@ BAD_VALUES = [
     ("qwen3", "qwen3.attention.key_length", 15, U32, "even"),
     ("qwen3", "qwen3.attention.key_length", 8, U32, "blk.0.attn_q.weight"),
     ("qwen2", "qwen2.rope.scaling.type", "yarn", STR, "'yarn'"),
-    ("qwen2", "tokenizer.ggml.eos_token_id", 40, U32, "[0, 40)"),
-    ("gpt2", "tokenizer.ggml.bos_token_id", 2**32 - 1, U32, "token_embd.weight"),
-    ("qwen2", "tokenizer.ggml.padding_token_id", 99, U32, "token_embd.weight"),
-    ("qwen2", "tokenizer.ggml.eos_token_id", -1, I32, "[0, 40)"),
     ("qwen2", "general.architecture", "falcon", STR, "'falcon' is not supported"),
     ("qwen2", "general.architecture", 7, U32, "is not supported"),
 ]
@@ -261,6 +257,27 @@ def test_bad_value_is_named(tmp_path, arch, key, value, vtype, also):
     path = write(tmp_path / "bad.gguf", None if key == "general.architecture" else arch,
                  meta, tensors)
     assert_own_words(load_error(path), path, key, also)
+
+
+@pytest.mark.parametrize("arch, key, value, vtype", [
+    ("qwen2", "tokenizer.ggml.eos_token_id", 40, U32),
+    ("gpt2", "tokenizer.ggml.bos_token_id", 2**32 - 1, U32),
+    ("qwen2", "tokenizer.ggml.padding_token_id", 99, U32),
+    ("qwen2", "tokenizer.ggml.eos_token_id", -1, I32)])
+def test_special_id_outside_the_vocabulary_is_ignored(tmp_path, arch, key, value, vtype):
+    """As llama.cpp ("bad special token"): the model loads without that id,
+    with a warning naming the file and the key."""
+    from cattn.models import CausalLM
+    meta, tensors = SPECS[arch]()
+    meta[key] = (value, vtype)
+    path = write(tmp_path / "bad.gguf", arch, meta, tensors)
+    with pytest.warns(UserWarning) as got:
+        lm = CausalLM.from_pretrained(path)
+    msg = " ".join(str(w.message) for w in got)
+    assert str(path) in msg and key in msg and "ignored" in msg
+    field = {"eos": "eos_token_id", "bos": "bos_token_id", "pad": "pad_token_id"}[
+        key.split(".")[-1].split("_")[0].replace("padding", "pad")]
+    assert getattr(lm.config, field) in (None, [])
 
 
 def test_bad_rope_scaling_factor_is_named(tmp_path):
