@@ -36,14 +36,14 @@ from .._threads import get_num_threads
 from ..ops.attention import fast_plan
 from .attention import MultiheadAttention
 from .layers import LayerNorm, Linear
-from .module import mutation_count
+from .module import current
 from .packed_params import weight_entry
 from .transformer_layers import TransformerEncoderLayer
 
 _ACT = _ext.ACT_CODES
 _plans = {}          # (b, n, E, H, dtype, causal) -> the fused attention plan of a run
-# a stack's layer programs (or None: not of the standard form), valid while
-# no Module attribute was assigned since (nn._MUTATIONS) for that E, dtype
+# a stack's layer programs by E (or None: not of the standard form), kept
+# while the stack's modules are unchanged (module.current)
 _programs = weakref.WeakKeyDictionary()
 # scratch arrays kept per Python thread for its next calls (as views when large enough)
 # (fresh large arrays cost page faults and zeroing): at most KEEP_BYTES
@@ -169,12 +169,11 @@ def encoder_tokens(layers, x, lengths, is_causal):
     dt = x.dtype
     if T == 0 or int(lengths.sum()) != T:
         return None
-    key = (mutation_count(), E)
-    cached = _programs.get(layers)
-    if cached is None or cached[0] != key:
+    by_width = current(_programs, layers, lambda stack: {})
+    if E not in by_width:
         got = [_layer_entry(layer, E) for layer in layers]
-        cached = _programs[layers] = (key, None if any(g is None for g in got) else got)
-    entries = cached[1]
+        by_width[E] = None if any(g is None for g in got) else got
+    entries = by_width[E]
     if entries is None:
         return None
     H = entries[0][1][1]

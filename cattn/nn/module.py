@@ -99,16 +99,47 @@ def check_stack(owner, n, layer):
 # True while skip_init builds a module: parameters are allocated, not drawn
 _SKIP_INIT = contextvars.ContextVar("cattn_nn_skip_init", default=False)
 # counts attribute assignments on every Module (parameters, sub-modules,
-# settings): nn.fastpath rebuilds its cached kernel calls when it moved
+# settings): a description built from modules is current while it is unchanged
+# (the fast check), or while its own modules' versions are (tree_versions)
 _MUTATIONS = [0]
 
 
 def mutation_count():
-    """How many Module attribute assignments this process has made: a
-    description built from modules (nn.fastpath, nn.program) stays valid
-    while this count is unchanged (in-place edits of a parameter's values
-    need no rebuild: the descriptions point at the same arrays)."""
+    """How many Module attribute assignments this process has made. A
+    description built from modules (nn.fastpath, nn.program) is current
+    while this count is unchanged, or, once it moved, while
+    tree_versions() of its own modules is (in-place edits of a parameter's
+    values need no rebuild: the descriptions point at the same arrays)."""
     return _MUTATIONS[0]
+
+
+def tree_versions(module):
+    """The versions of module and of every module under it (depth first): each
+    counts the attribute assignments made on that module (parameters,
+    sub-modules, settings). Equal tuples: the tree was not changed between."""
+    out, stack = [], [module]
+    while stack:
+        m = stack.pop()
+        out.append(m.__dict__.get("_version", 0))
+        stack.extend(reversed(m.__dict__["_modules"].values()))
+    return tuple(out)
+
+
+def current(cache, key, build):
+    """build(key) as kept in cache (a WeakKeyDictionary of key -> (count,
+    versions, value)) while key's modules are unchanged (mutation_count, then
+    tree_versions); built again, and kept, otherwise."""
+    hit, now = cache.get(key), _MUTATIONS[0]
+    if hit is not None:
+        if hit[0] == now:
+            return hit[2]
+        versions = tree_versions(key)
+        if hit[1] == versions:
+            cache[key] = (now, versions, hit[2])
+            return hit[2]
+    value = build(key)
+    cache[key] = (_MUTATIONS[0], tree_versions(key), value)
+    return value
 
 
 def skip_init(module_cls, *args, **kwargs):
@@ -195,11 +226,13 @@ class Module:
     def register_parameter(self, name, value):
         """Add a parameter (an ndarray, or None for an absent bias)."""
         _MUTATIONS[0] += 1
+        self.__dict__["_version"] = self.__dict__.get("_version", 0) + 1
         self._parameters[name] = value
         self.__dict__[name] = value  # mirrored for fast attribute lookup
 
     def __setattr__(self, name, value):
         _MUTATIONS[0] += 1
+        self.__dict__["_version"] = self.__dict__.get("_version", 0) + 1
         params = self.__dict__.get("_parameters")
         if isinstance(value, Module):
             self._modules[name] = value

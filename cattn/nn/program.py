@@ -28,7 +28,7 @@ from .._threads import get_num_threads
 from ..ops.attention import KVCache
 from .decoder import MLP, CausalSelfAttention, DecoderBlock, GatedMLP, RMSNorm
 from .layers import LayerNorm, Linear
-from .module import mutation_count
+from .module import current
 from .packed_params import weight_entry
 from .positional import RotaryEmbedding
 
@@ -37,7 +37,7 @@ __all__ = ["DecoderProgram", "decoder_program", "linear_entry"]
 _F32 = np.dtype(np.float32)
 _CACHE_KINDS = (_F32, np.dtype(np.float16))        # float32 or float16 KV caches
 _ACT = _ext.ACT_CODES
-# the description of each layer stack, valid while mutation_count() is unchanged
+# the description of each layer stack, kept while its modules are unchanged
 _built = weakref.WeakKeyDictionary()
 
 
@@ -106,16 +106,12 @@ def _layer_entry(block, shape):
 def decoder_program(layers):
     """The DecoderProgram of a stack of DecoderBlock layers (an
     nn.ModuleList or a list), or None when a layer is not of the form it
-    runs. Built once per stack and reused while no Module attribute is
-    assigned (a ModuleList is remembered; a plain list is built each call)."""
-    if not isinstance(layers, list):
-        hit = _built.get(layers)
-        if hit is not None and hit[0] == mutation_count():
-            return hit[1]
-    prog = DecoderProgram._build(list(layers))
-    if not isinstance(layers, list):
-        _built[layers] = (mutation_count(), prog)
-    return prog
+    runs. Built once per stack and reused while no attribute of the stack's
+    own modules is assigned (a ModuleList is remembered; a plain list is
+    built each call)."""
+    if isinstance(layers, list):
+        return DecoderProgram._build(layers)
+    return current(_built, layers, lambda stack: DecoderProgram._build(list(stack)))
 
 
 class DecoderProgram:

@@ -197,3 +197,27 @@ def test_program_is_rebuilt_after_a_weight_is_assigned(monkeypatch):
     after = lm.generate(PROMPTS, max_new_tokens=6, eos_token_id=[])
     for a, b in zip(after, ref):
         np.testing.assert_array_equal(a, b)
+
+
+def test_program_is_built_once_per_model(monkeypatch):
+    """generate() builds the stack's program once per model, not once per
+    call: assignments outside the stack (the model's own attributes, another
+    model) leave it; one inside the stack (a layer's setting) rebuilds it."""
+    from cattn.nn import program
+    builds = []
+    orig = program.DecoderProgram._build.__func__
+
+    def counting(cls, layers):
+        builds.append(len(layers))
+        return orig(cls, layers)
+    monkeypatch.setattr(program.DecoderProgram, "_build", classmethod(counting))
+    lm, other = _model("qwen2", None), _model("llama", None)
+    first = lm.generate(PROMPTS[0], max_new_tokens=4, eos_token_id=[])
+    for _ in range(3):
+        assert np.array_equal(lm.generate(PROMPTS[0], max_new_tokens=4, eos_token_id=[]), first)
+        other.generate(PROMPTS[1], max_new_tokens=2, eos_token_id=[])   # another stack's
+        lm.note = "an attribute of the model, outside its layers"
+    assert len(builds) == 2                                 # one per model
+    lm.layers[0].self_attn.note = "inside the stack"
+    lm.generate(PROMPTS[0], max_new_tokens=2, eos_token_id=[])
+    assert len(builds) == 3
