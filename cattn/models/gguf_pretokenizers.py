@@ -105,8 +105,10 @@ _FINNISH = r" ?[^(\s|.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c)]+"
 P = PreTokenizer
 _ROW_LLAMA3 = P((_LLAMA3,), ignore_merges=True, add_bos=True)
 _ROW_DBRX = P((_LLAMA3,))
+# (llama.cpp matches these expressions with every non-ASCII space written as
+# \x0b: U+3000, in its class of punctuation, never matches there)
 _ROW_DEEPSEEK_LLM = P(("[\r\n]", _DEEPSEEK_LLM_LETTERS,
-                       "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+",
+                       "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3001-\u3002]+",
                        r"\s+$", _CJK, r"\p{N}+"))
 _ROW_DEEPSEEK3 = P((r"\p{N}{1,3}", _HAN_KANA, _DS3))
 _ROW_STARCODER = P((r"\p{N}", _GPT2))

@@ -312,7 +312,10 @@ class GGUFTokenizer:
         self._strip_accents = _flag(meta, "tokenizer.ggml.normalizer.strip_accents", lower, path)
         # llama.cpp's order: (the first character of each NFD, in encode), drop
         # control characters, CJK characters as words, lower case, drop marks
-        steps = [tk.normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+        # (llama.cpp's whitespace the BertNormalizer would drop as control characters
+        # separates words)
+        steps = [tk.normalizers.Replace(tk.Regex("[\x0b\x0c\x85\u2028\u2029]"), " "),
+                 tk.normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
                                                strip_accents=False, lowercase=False)]
         steps += [tk.normalizers.Lowercase()] if lower else []
         steps += [tk.normalizers.Replace(tk.Regex(r"\p{M}"), "")] if self._strip_accents else []
