@@ -135,6 +135,21 @@ def test_bert_wordpiece(tokenizers_by_name):
     assert keep.encode("Hello é", add_special=False) == [7592, 100]
 
 
+@pytest.mark.parametrize("name, text, want", [
+    # llama.cpp's whitespace separates WordPiece words (the BertNormalizer alone drops these)
+    ("bert-bge", "\u03a3\x0c\u00e9", [1173, 1041]),
+    ("bert-bge", "\u0443\x85K", [1198, 1047]),
+    ("bert-bge", "a\u2028b\u2029c\x0bd", [1037, 1038, 1039, 1040]),
+    # llama.cpp matches deepseek-llm's expressions with non-ASCII spaces as \x0b
+    ("deepseek-llm", "\xa0\xa0\u3000\u0e20\u0e32\u0e32\u0e17",
+     [10467, 88946, 16510, 241, 84495, 93755, 232]),
+    ("deepseek-llm", "a\u3000\u3002b", [64, 88946, 398, 65])])
+def test_llama_cpp_corner_cases(name, text, want, tokenizers_by_name):
+    """Strings where a straight reading of the tokenizer.json-style rules
+    differs from llama.cpp (its ids, llama-cpp-python 0.3.36)."""
+    assert tok(name, tokenizers_by_name).encode(text, add_special=False) == want
+
+
 def test_add_bos_defaults_follow_llama_cpp(tokenizers_by_name):
     """Without tokenizer.ggml.add_bos_token, BOS as llama.cpp adds it: for
     Llama 3's pre-tokenizer (llama-bpe) yes (every row's default:
