@@ -1,5 +1,5 @@
 """cattn.models.causal_lm — decoder-only LLMs from Hugging Face checkpoint
-folders (Llama, Qwen2, GPT-2 families), built from cattn.nn layers, with
+folders (Llama, Qwen2, Qwen3, Gemma 3, GPT-2 families), built from cattn.nn layers, with
 KV-cache generation. Never imports torch, transformers or safetensors.
 
 What this file is: the model (embeddings -> nn.DecoderBlock stack -> final
@@ -85,11 +85,14 @@ class CausalLM(nn.Module):
         self.embed = nn.Embedding(c.vocab_size, E, dtype=dtype)
         self.pos_embed = (nn.Embedding(c.max_positions, E, dtype=dtype)
                           if c.max_positions is not None else None)
-        rope = None
+        rope = local = None
         if c.rope_theta is not None:
             rope = nn.RotaryEmbedding(c.head_dim, c.rope_theta, inv_freq=rope_frequencies(
                 c.head_dim, c.rope_theta, c.rope_scaling))
-        self.layers = nn.ModuleList([self._block(rope) for _ in range(c.num_layers)])
+        if c.rope_local_theta is not None:             # sliding layers' own base, unscaled
+            local = nn.RotaryEmbedding(c.head_dim, c.rope_local_theta, inv_freq=rope_frequencies(
+                c.head_dim, c.rope_local_theta, None))
+        self.layers = nn.ModuleList([self._block(i, rope, local) for i in range(c.num_layers)])
         self.norm = self._norm()
         self.lm_head = None if c.tie_word_embeddings else nn.Linear(E, c.vocab_size, False)
         self.output_format = "float32"
@@ -107,21 +110,26 @@ class CausalLM(nn.Module):
             return nn.RMSNorm(c.hidden_size, c.norm_eps)
         return nn.LayerNorm(c.hidden_size, c.norm_eps)
 
-    def _block(self, rope):
+    def _block(self, i, rope, local):
         c = self.config
+        sliding = c.layer_types is not None and c.layer_types[i] == "sliding_attention"
         attn = nn.CausalSelfAttention(c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim,
-                                      qkv_bias=c.qkv_bias, out_bias=c.out_bias, rotary=rope,
-                                      qk_norm_eps=c.norm_eps if c.qk_norm else None)
+                                      qkv_bias=c.qkv_bias, out_bias=c.out_bias,
+                                      rotary=local if sliding else rope,
+                                      qk_norm_eps=c.norm_eps if c.qk_norm else None,
+                                      scale=c.attn_scale,
+                                      window=c.sliding_window if sliding else None)
         mlp_cls = nn.GatedMLP if c.norm == "rms" else nn.MLP
         mlp = mlp_cls(c.hidden_size, c.intermediate_size, c.activation, c.mlp_bias)
-        return nn.DecoderBlock(self._norm(), attn, self._norm(), mlp)
+        post = (self._norm(), self._norm()) if c.post_norms else (None, None)
+        return nn.DecoderBlock(self._norm(), attn, self._norm(), mlp, *post)
 
     # -- loading
 
     @classmethod
     def from_pretrained(cls, path, weights=None, kv_dtype="float32", tokenizer_first=False):
-        """Load a GGUF file (llama.cpp's format: `llama`, `qwen2`, `qwen3`
-        and `gpt2` architectures, every tensor type cattn.models.GGUFFile
+        """Load a GGUF file (llama.cpp's format: `llama`, `qwen2`, `qwen3`,
+        `gemma3` and `gpt2` architectures, every tensor type cattn.models.GGUFFile
         reads, its values exactly as ggml dequantizes them; the file's own
         tokenizer for text) or a Hugging Face checkpoint folder: config.json, model.safetensors
         (or its shards and model.safetensors.index.json; float32, float16 or
@@ -174,6 +182,13 @@ class CausalLM(nn.Module):
         if keep_file:                              # the file's formats: never read into float32
             keys = model._pack_exact(ckpt, keys)
         load_params(model, ckpt, keys)
+        if config.norm_offset:                    # Gemma's x * (1 + w): w + 1 stored once
+            stack = [model]
+            while stack:
+                m = stack.pop()
+                stack.extend(m.children())
+                if isinstance(m, nn.RMSNorm):
+                    m.weight += np.float32(config.norm_offset)
         if os.path.isfile(path):
             # the tokenizer is built when text is first given (its arrays of
             # strings stay compact until then: GGUFMetadata); built already
@@ -350,6 +365,8 @@ class CausalLM(nn.Module):
     def _embed(self, ids, positions):
         """ids (B, L), positions (B, L) or None (0..L-1) -> x (B, L, E)."""
         x = self.embed(ids)                                            # a new array
+        if self.config.embed_scale is not None:                        # Gemma: x sqrt(E)
+            x *= np.float32(self.config.embed_scale)
         if self.pos_embed is not None:
             L = ids.shape[1]
             limit = self.pos_embed.num_embeddings

@@ -31,7 +31,8 @@ __all__ = ["gguf_config", "gguf_llm_config", "GGUFCheckpoint", "GGUF_ARCHITECTUR
 
 # general.architecture -> the Hugging Face architecture CausalLM builds
 GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                      "qwen3": "Qwen3ForCausalLM", "gpt2": "GPT2LMHeadModel"}
+                      "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
+                      "gpt2": "GPT2LMHeadModel"}
 
 # GPT-2 (Hugging Face GPT2LMHeadModel names, per layer "transformer.h.{i}." +
 # key) -> llama.cpp's; its converter stores the Conv1D weights transposed,
@@ -58,6 +59,10 @@ _LAYER = {"input_layernorm.weight": "attn_norm.weight",
           "mlp.down_proj.weight": "ffn_down.weight",
           "self_attn.q_norm.weight": "attn_q_norm.weight",
           "self_attn.k_norm.weight": "attn_k_norm.weight"}
+# Gemma 3's norms: before and after attention, before and after the MLP
+_GEMMA3_LAYER = dict(_LAYER, **{"post_attention_layernorm.weight": "post_attention_norm.weight",
+                                "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+                                "post_feedforward_layernorm.weight": "post_ffw_norm.weight"})
 _GLOBAL = {"model.embed_tokens.weight": "token_embd.weight",
            "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
 
@@ -134,6 +139,8 @@ def gguf_config(f):
     if scaling == "linear":
         d["rope_scaling"] = {"rope_type": "linear",
                              "factor": _meta(f, f"{arch}.rope.scaling.factor", kind=float)}
+    if arch == "gemma3":
+        d.update(_gemma3_config(f, d))
     if "rope_freqs.weight" in f.tensors:            # llama3: per-frequency factors
         factors = f.dequantize("rope_freqs.weight").reshape(-1)
         if not np.all(np.isfinite(factors) & (factors > 0)):  # their count: from_dict
@@ -144,6 +151,40 @@ def gguf_config(f):
                              "scaling: not supported")
         d["rope_scaling"] = {"rope_type": "freq_factors", "factors": factors.tolist()}
     return d
+
+
+def _gemma3_config(f, d):
+    """A gemma3 file's config.json fields beyond Llama's, as llama.cpp reads
+    them: the sliding window (none without {a}.attention.sliding_window),
+    every 6th layer global ({a}.attention.sliding_window_pattern: a count or
+    a bool per layer), the local layers' RoPE base ({a}.rope.freq_base_swa,
+    10000), the attention scale 1/sqrt(key_length) (1/sqrt(E / H) for the
+    62-layer 27B), GeGLU, norm weights stored with Gemma's 1 folded in."""
+    a, n = "gemma3", d["num_hidden_layers"]
+    out = dict(hidden_activation="gelu_pytorch_tanh", norm_weight_offset=0.0)
+    softcap = _meta(f, f"{a}.final_logit_softcapping", 0.0, float)
+    if softcap:
+        out["final_logit_softcapping"] = softcap
+    head = d.get("head_dim") or d["hidden_size"] // d["num_attention_heads"]
+    out["query_pre_attn_scalar"] = (d["hidden_size"] // d["num_attention_heads"] if n == 62
+                                    else head)
+    window = _meta(f, f"{a}.attention.sliding_window", 0, int)
+    if window <= 0:
+        out["layer_types"] = ["full_attention"] * n
+        return out
+    pattern = f.metadata.get(f"{a}.attention.sliding_window_pattern", 6)
+    if isinstance(pattern, list):
+        if len(pattern) != n or not all(isinstance(p, bool) for p in pattern):
+            raise ValueError(f"GGUF file {f.path}: {a}.attention.sliding_window_pattern must "
+                             f"hold {n} bools (one per block), got {pattern!r}")
+        out["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    else:
+        pattern = _meta(f, f"{a}.attention.sliding_window_pattern", 6, int)
+        out["layer_types"] = ["sliding_attention" if pattern == 0 or i % pattern < pattern - 1
+                              else "full_attention" for i in range(n)]
+    out["sliding_window"] = window
+    out["rope_local_base_freq"] = _meta(f, f"{a}.rope.freq_base_swa", 10000.0, float)
+    return out
 
 
 def _config_names(f):
@@ -165,6 +206,12 @@ def _config_names(f):
         names["head_dim"] = f"{arch}.embedding_length / {arch}.attention.head_count"
     if arch != "gpt2" and names["num_key_value_heads"] not in f.metadata:  # absent: H
         names["num_key_value_heads"] = f"{arch}.attention.head_count"
+    names.update(sliding_window=f"{arch}.attention.sliding_window",
+                 sliding_window_pattern=f"{arch}.attention.sliding_window_pattern",
+                 layer_types=f"{arch}.attention.sliding_window_pattern",
+                 rope_local_base_freq=f"{arch}.rope.freq_base_swa",
+                 final_logit_softcapping=f"{arch}.final_logit_softcapping",
+                 query_pre_attn_scalar=f"{arch}.attention.key_length")
     return names
 
 
@@ -260,7 +307,8 @@ class GGUFCheckpoint:
                     if hf.endswith("weight") and not hf.startswith("ln"):
                         self._transposed.add(f"transformer.h.{i}.{hf}")
             else:
-                for hf, g in _LAYER.items():
+                layer = _GEMMA3_LAYER if config.post_norms else _LAYER
+                for hf, g in layer.items():
                     self._names[f"model.layers.{i}.{hf}"] = f"blk.{i}.{g}"
         llama = f.metadata.get("general.architecture") == "llama"
         H, Hk = config.num_heads, config.num_kv_heads

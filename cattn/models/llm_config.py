@@ -21,7 +21,9 @@ __all__ = ["SUPPORTED_ARCHITECTURES", "ACTIVATIONS", "LLMConfig", "activation_na
            "rope_frequencies"]
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                           "GPT2LMHeadModel")
+                           "Gemma3ForCausalLM", "GPT2LMHeadModel")
+# a layer's attention in config.json's "layer_types"
+LAYER_TYPES = ("full_attention", "sliding_attention")
 
 # Hugging Face hidden_act names -> cattn activation names
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_new": "gelu_tanh",
@@ -36,7 +38,17 @@ class LLMConfig:
     qkv_bias, out_bias, mlp_bias, qk_norm (Qwen3: RMSNorm of each q and k
     head), rope_theta, rope_scaling (dict or None),
     max_positions (GPT-2's learned table; None for RoPE models),
-    tie_word_embeddings, bos_token_id, eos_token_id (list), pad_token_id."""
+    tie_word_embeddings, bos_token_id, eos_token_id (list), pad_token_id;
+    Gemma 3's, None / False / 0 for the others: post_norms (norms after
+    attention and MLP too), embed_scale (the embeddings' factor),
+    norm_offset (added to every RMSNorm weight at load: a Hugging Face
+    Gemma checkpoint stores w for x * (1 + w)), attn_scale (the scores'
+    factor; None: 1/sqrt(D)), layer_types (per layer "full_attention" or
+    "sliding_attention"), sliding_window, rope_local_theta (the sliding
+    layers' RoPE base; they take no rope scaling)."""
+
+    post_norms, embed_scale, norm_offset, attn_scale = False, None, 0.0, None
+    layer_types = sliding_window = rope_local_theta = None
 
     @classmethod
     def from_dict(cls, d, owner=None, names=None):
@@ -55,11 +67,13 @@ class LLMConfig:
         c = cls()
         c.architecture = arch
         src = _Source(d, f"config.json ({arch})" if owner is None else owner, names)
-        c.qk_norm = arch == "Qwen3ForCausalLM"
+        c.qk_norm = arch in ("Qwen3ForCausalLM", "Gemma3ForCausalLM")
         if arch == "GPT2LMHeadModel":
             c._gpt2(src)
         else:
             c._llama(src, qwen2=arch == "Qwen2ForCausalLM")
+        if arch == "Gemma3ForCausalLM":
+            c._gemma3(src)
         c.vocab_size = src.int("vocab_size")
         c.bos_token_id = d.get("bos_token_id")
         c.eos_token_id = id_list(d.get("eos_token_id"), src.name("eos_token_id"), src.owner)
@@ -97,6 +111,8 @@ class LLMConfig:
         if qwen2 and d.get("use_sliding_window"):
             raise ValueError(f"{owner}: {name('use_sliding_window')}=true is not supported")
         rope = d.get("rope_parameters") or {}                  # transformers >= 5
+        if isinstance(rope.get("full_attention"), dict):      # per layer type (Gemma 3)
+            rope = rope["full_attention"]
         self.rope_theta = as_real(rope.get("rope_theta", d.get("rope_theta", 10000.0)),
                                   name("rope_theta"), owner, lo=0.0, lo_open=True)
         scaling = d.get("rope_scaling") or rope
@@ -126,6 +142,37 @@ class LLMConfig:
                              + " gives RoPE frequencies that are not finite")
         self.max_positions = None
         self.tie_word_embeddings = bool(d.get("tie_word_embeddings", False))
+
+    def _gemma3(self, src):
+        d, owner, name = src.d, src.owner, src.name
+        self.activation = activation_name(d.get("hidden_activation") or d.get("hidden_act")
+                                          or "gelu_pytorch_tanh", owner)
+        for key in ("final_logit_softcapping", "attn_logit_softcapping"):
+            if d.get(key) not in (None, 0, 0.0):
+                raise ValueError(f"{owner}: {name(key)}={d[key]!r} is not supported")
+        self.post_norms = True
+        self.embed_scale = float(np.float32(self.hidden_size ** 0.5))
+        self.norm_offset = src.real("norm_weight_offset", 1.0)
+        self.attn_scale = src.real("query_pre_attn_scalar", self.head_dim) ** -0.5
+        n = self.num_layers
+        types = d.get("layer_types")
+        if types is None:
+            pattern = src.int("sliding_window_pattern", 6)
+            types = ["sliding_attention" if (i + 1) % pattern else "full_attention"
+                     for i in range(n)]
+        if (not isinstance(types, (list, tuple)) or len(types) != n
+                or any(t not in LAYER_TYPES for t in types)):
+            raise ValueError(f"{owner}: {name('layer_types')} must list {n} of "
+                             f"{', '.join(LAYER_TYPES)}, got {types!r}")
+        self.layer_types = list(types)
+        if "sliding_attention" in self.layer_types:
+            self.sliding_window = src.int("sliding_window")
+            local = (d.get("rope_parameters") or {}).get("sliding_attention") or {}
+            self.rope_local_theta = as_real(local.get("rope_theta",
+                                                      d.get("rope_local_base_freq", 10000.0)),
+                                            name("rope_local_base_freq"), owner, lo=0.0,
+                                            lo_open=True)
+        self.tie_word_embeddings = bool(d.get("tie_word_embeddings", True))
 
     def _gpt2(self, src):
         d, owner, name = src.d, src.owner, src.name

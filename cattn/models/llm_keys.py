@@ -42,8 +42,14 @@ def llama_keys(c, ckpt):
                 keys.append((ours + f"self_attn.{n}.weight", [(hf + f"self_attn.{n}.weight", None)],
                              False))
         keys.append((ours + "norm1.weight", [(hf + "input_layernorm.weight", None)], False))
-        keys.append((ours + "norm2.weight", [(hf + "post_attention_layernorm.weight", None)],
-                     False))
+        if c.post_norms:                    # Gemma 3: a norm after attention and after the MLP
+            for mine, theirs in (("post_attn_norm", "post_attention_layernorm"),
+                                 ("norm2", "pre_feedforward_layernorm"),
+                                 ("post_mlp_norm", "post_feedforward_layernorm")):
+                keys.append((ours + f"{mine}.weight", [(hf + f"{theirs}.weight", None)], False))
+        else:
+            keys.append((ours + "norm2.weight", [(hf + "post_attention_layernorm.weight", None)],
+                         False))
     return keys
 
 

@@ -1,7 +1,8 @@
 """cattn.nn.decoder — the layers of today's decoder-only LLMs (Llama, Qwen2,
-GPT-2), exported from cattn.nn: RMSNorm, GatedMLP (SwiGLU), MLP, rotary
-grouped-query causal self-attention with a KV cache, and the pre-norm
-decoder block that composes them.
+GPT-2, Gemma 3), exported from cattn.nn: RMSNorm, GatedMLP (SwiGLU,
+GeGLU), MLP, rotary grouped-query causal self-attention with a KV cache
+(optionally over a sliding window of keys), and the decoder block that
+composes them (pre-norm, optionally with norms after attention and MLP).
 
 What this file is: inference layers over cattn's ops (cattn.linear for every
 product, the fused scaled_dot_product_attention / KVCache.attend, cattn's
@@ -16,7 +17,9 @@ D head dim, F feed-forward dim.
 
 Masks: `attn_mask` is None (plain causal attention, the fast path) or a bool
 (B, 1, L, S) array, True = attend, built once per forward by causal_mask()
-from the real (non-padding) keys and shared by every layer.
+from the real (non-padding) keys and shared by every layer; a layer with a
+sliding window narrows it to the band of its last `window` positions
+(window_mask()).
 """
 import numpy as np
 
@@ -27,7 +30,8 @@ from .layers import LayerNorm, Linear
 from .module import Module, as_input, check_activation, make_rng
 from .positional import RotaryEmbedding
 
-__all__ = ["RMSNorm", "GatedMLP", "MLP", "CausalSelfAttention", "DecoderBlock", "causal_mask"]
+__all__ = ["RMSNorm", "GatedMLP", "MLP", "CausalSelfAttention", "DecoderBlock", "causal_mask",
+           "window_mask"]
 
 
 # the GEMM-epilogue activation names as elementwise ops (GatedMLP's gate)
@@ -46,6 +50,17 @@ def causal_mask(key_real, L):
     S = key_real.shape[1]
     causal = np.arange(S)[None, :] <= np.arange(S - L, S)[:, None]       # (L, S)
     return causal[None, None] & key_real[:, None, None, :]
+
+
+def window_mask(attn_mask, L, S, window):
+    """Bool (B or 1, 1, L, S) mask, True = attend: attn_mask (None: causal,
+    aligned to the end as a KV cache is) narrowed to a sliding window, query
+    row i (key position S - L + i) seeing only the keys s with
+    S - L + i - window < s (its last `window` positions, itself included)."""
+    qpos = np.arange(S - L, S)[:, None]
+    s = np.arange(S)[None, :]
+    band = (s <= qpos) & (s > qpos - window)                             # (L, S)
+    return band[None, None] if attn_mask is None else attn_mask & band[None, None]
 
 
 class RMSNorm(Module):
@@ -124,11 +139,14 @@ class CausalSelfAttention(Module):
     token's position (Llama, Qwen2), or None (GPT-2's learned positions are
     added to the embeddings by the model). qk_norm_eps: Qwen3's RMSNorm of
     each q and k head (q_norm, k_norm: weights (D,)) before the rotation,
-    with this epsilon; None: none."""
+    with this epsilon; None: none. scale: the scores' factor (None:
+    1/sqrt(D)). window: each query attends its last `window` positions
+    only, itself included (a sliding window: Gemma 3's local layers,
+    Mistral); None: every earlier position."""
 
     def __init__(self, embed_dim, num_heads, num_kv_heads=None, head_dim=None, *,
                  qkv_bias=False, out_bias=False, rotary=None, qk_norm_eps=None,
-                 dtype=np.float32, seed=None):
+                 scale=None, window=None, dtype=np.float32, seed=None):
         super().__init__()
         owner = "CausalSelfAttention"
         E = as_int(embed_dim, "embed_dim", owner, lo=1)
@@ -145,6 +163,9 @@ class CausalSelfAttention(Module):
         self.dtype = as_float_dtype(dtype, owner)
         self.embed_dim, self.num_heads, self.num_kv_heads, self.head_dim = E, H, Hk, D
         self.rotary = rotary
+        self.scale = None if scale is None else as_real(scale, "scale", owner, lo=0.0,
+                                                        lo_open=True)
+        self.window = None if window is None else as_int(window, "window", owner, lo=1)
         rng = make_rng(seed)
         self.qkv_proj = Linear(E, (H + 2 * Hk) * D, qkv_bias, dtype=dtype, seed=rng)
         self.o_proj = Linear(H * D, E, out_bias, dtype=dtype, seed=rng)
@@ -156,7 +177,8 @@ class CausalSelfAttention(Module):
 
     def extra_repr(self):
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
-                f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}")
+                f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}"
+                + ("" if self.window is None else f", window={self.window}"))
 
     def new_cache(self, batch, max_len, dtype=None):
         """An empty cattn.KVCache (batch, Hk, max_len, D) for this layer, in
@@ -202,35 +224,52 @@ class CausalSelfAttention(Module):
         ctx_h = ctx.reshape(B, L, H, D).transpose(0, 2, 1, 3)           # (B, H, L, D) view
         if kv_cache is not None:
             kv_cache.append(k, v)
-            kv_cache.attend(q, attn_mask, out=ctx_h)                    # O(L * S)
+            if self.window is not None and kv_cache.length > self.window:
+                attn_mask = window_mask(attn_mask, L, kv_cache.length, self.window)
+            kv_cache.attend(q, attn_mask, scale=self.scale, out=ctx_h)  # O(L * S)
         else:
+            if self.window is not None and L > self.window:
+                attn_mask = window_mask(attn_mask, L, L, self.window)
             scaled_dot_product_attention(q, k, v, attn_mask, is_causal=attn_mask is None,
-                                         enable_gqa=H != self.num_kv_heads, out=ctx_h)
+                                         scale=self.scale, enable_gqa=H != self.num_kv_heads,
+                                         out=ctx_h)
         return self.o_proj(ctx)
 
 
 class DecoderBlock(Module):
-    """The pre-norm decoder block of GPT-2, Llama and Qwen2 (nanoGPT's Block):
+    """The decoder block of GPT-2, Llama, Qwen2 (pre-norm, nanoGPT's Block):
         x = x + self_attn(norm1(x))
         x = x + mlp(norm2(x))
-    Built from given modules: norm1 / norm2 (RMSNorm or LayerNorm),
-    self_attn (CausalSelfAttention), mlp (GatedMLP or MLP)."""
+    and, with post_attn_norm and post_mlp_norm (Gemma 3: norms before and
+    after each sublayer):
+        x = x + post_attn_norm(self_attn(norm1(x)))
+        x = x + post_mlp_norm(mlp(norm2(x)))
+    Built from given modules: norm1 / norm2 / post norms (RMSNorm or
+    LayerNorm), self_attn (CausalSelfAttention), mlp (GatedMLP or MLP)."""
 
-    def __init__(self, norm1, self_attn, norm2, mlp):
+    def __init__(self, norm1, self_attn, norm2, mlp, post_attn_norm=None, post_mlp_norm=None):
         super().__init__()
-        for name, m, kinds in (("norm1", norm1, (RMSNorm, LayerNorm)),
+        norms = (RMSNorm, LayerNorm)
+        for name, m, kinds in (("norm1", norm1, norms),
                                ("self_attn", self_attn, (CausalSelfAttention,)),
-                               ("norm2", norm2, (RMSNorm, LayerNorm)),
-                               ("mlp", mlp, (GatedMLP, MLP))):
+                               ("norm2", norm2, norms),
+                               ("mlp", mlp, (GatedMLP, MLP)),
+                               ("post_attn_norm", post_attn_norm, norms + (type(None),)),
+                               ("post_mlp_norm", post_mlp_norm, norms + (type(None),))):
             if not isinstance(m, kinds):
                 raise TypeError(f"DecoderBlock: {name} must be one of "
                                 f"{[k.__name__ for k in kinds]}, got {type(m).__name__}")
         self.norm1, self.self_attn, self.norm2, self.mlp = norm1, self_attn, norm2, mlp
+        self.post_attn_norm, self.post_mlp_norm = post_attn_norm, post_mlp_norm
 
     def forward(self, x, positions=None, attn_mask=None, kv_cache=None):
         """x (B, L, E) -> (B, L, E) (a new array); arguments as
         CausalSelfAttention.forward."""
         a = self.self_attn(self.norm1(x), positions, attn_mask, kv_cache)
+        if self.post_attn_norm is not None:
+            a = self.post_attn_norm(a, out=a)
         x = np.add(a, x, out=a)
         f = self.mlp(self.norm2(x))
+        if self.post_mlp_norm is not None:
+            f = self.post_mlp_norm(f, out=f)
         return np.add(f, x, out=f)
