@@ -113,16 +113,20 @@ class CausalLM(nn.Module):
     def _block(self, i, rope, local):
         c = self.config
         sliding = c.layer_types is not None and c.layer_types[i] == "sliding_attention"
+        if c.rope_layers is not None and not c.rope_layers[i]:
+            rope = None                                 # SmolLM3's NoPE layers
+        elif sliding and local is not None:
+            rope = local
         attn = nn.CausalSelfAttention(c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim,
-                                      qkv_bias=c.qkv_bias, out_bias=c.out_bias,
-                                      rotary=local if sliding else rope,
+                                      qkv_bias=c.qkv_bias, out_bias=c.out_bias, rotary=rope,
                                       qk_norm_eps=c.norm_eps if c.qk_norm else None,
                                       scale=c.attn_scale,
                                       window=c.sliding_window if sliding else None)
         mlp_cls = nn.GatedMLP if c.norm == "rms" else nn.MLP
         mlp = mlp_cls(c.hidden_size, c.intermediate_size, c.activation, c.mlp_bias)
         post = (self._norm(), self._norm()) if c.post_norms else (None, None)
-        return nn.DecoderBlock(self._norm(), attn, self._norm(), mlp, *post)
+        return nn.DecoderBlock(self._norm(), attn, self._norm(), mlp, *post,
+                               residual_scale=c.residual_scale)
 
     # -- loading
 
@@ -365,7 +369,7 @@ class CausalLM(nn.Module):
     def _embed(self, ids, positions):
         """ids (B, L), positions (B, L) or None (0..L-1) -> x (B, L, E)."""
         x = self.embed(ids)                                            # a new array
-        if self.config.embed_scale is not None:                        # Gemma: x sqrt(E)
+        if self.config.embed_scale is not None:           # Gemma: x sqrt(E); Granite's factor
             x *= np.float32(self.config.embed_scale)
         if self.pos_embed is not None:
             L = ids.shape[1]
@@ -432,7 +436,13 @@ class CausalLM(nn.Module):
         x = self._embed(ids, positions)
         x = self._layers(x, positions, nn.causal_mask(real, ids.shape[1]), caches)
         x = self.norm(x, out=x)
-        return linear(x, self.lm_head_weight)
+        return self._scaled(linear(x, self.lm_head_weight))
+
+    def _scaled(self, logits):
+        """logits / logits_scaling (Granite's), in place."""
+        if self.config.logits_scaling != 1.0:
+            logits /= np.float32(self.config.logits_scaling)
+        return logits
 
     def _check_caches(self, caches, shape):
         """Every cache fits (B, L) new positions, before any is extended."""
@@ -489,7 +499,7 @@ class CausalLM(nn.Module):
     def _last_logits(self, x):
         """Hidden states x (B, L, E) -> the last position's logits (B, V)."""
         h = self.norm(np.ascontiguousarray(x[:, -1]))
-        return linear(h, self.lm_head_weight)
+        return self._scaled(linear(h, self.lm_head_weight))
 
     # -- steps for a scheduler (cattn.models.slots: continuous batching)
 

@@ -20,7 +20,8 @@ from .._validate import as_int, as_real
 __all__ = ["SUPPORTED_ARCHITECTURES", "ACTIVATIONS", "LLMConfig", "activation_name", "id_list",
            "rope_frequencies"]
 
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                           "Qwen3ForCausalLM", "SmolLM3ForCausalLM", "GraniteForCausalLM",
                            "Gemma3ForCausalLM", "GPT2LMHeadModel")
 # a layer's attention in config.json's "layer_types"
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -45,10 +46,15 @@ class LLMConfig:
     Gemma checkpoint stores w for x * (1 + w)), attn_scale (the scores'
     factor; None: 1/sqrt(D)), layer_types (per layer "full_attention" or
     "sliding_attention"), sliding_window, rope_local_theta (the sliding
-    layers' RoPE base; they take no rope scaling)."""
+    layers' RoPE base; they take no rope scaling; None: the global rope);
+    Mistral's sliding window (every layer); SmolLM3's rope_layers (per layer
+    whether it rotates q and k: every 4th does not, NoPE); Granite's
+    embed_scale, attn_scale, residual_scale (each sublayer's output's factor
+    before the residual add) and logits_scaling (the logits' divisor)."""
 
     post_norms, embed_scale, norm_offset, attn_scale = False, None, 0.0, None
-    layer_types = sliding_window = rope_local_theta = None
+    layer_types = sliding_window = rope_local_theta = rope_layers = None
+    residual_scale, logits_scaling = 1.0, 1.0
 
     @classmethod
     def from_dict(cls, d, owner=None, names=None):
@@ -74,6 +80,17 @@ class LLMConfig:
             c._llama(src, qwen2=arch == "Qwen2ForCausalLM")
         if arch == "Gemma3ForCausalLM":
             c._gemma3(src)
+        elif arch == "MistralForCausalLM" and src.given("sliding_window"):
+            c.sliding_window = src.int("sliding_window")
+            c.layer_types = ["sliding_attention"] * c.num_layers
+        elif arch == "SmolLM3ForCausalLM":
+            c._smollm3(src)
+        elif arch == "GraniteForCausalLM":
+            c.embed_scale = src.real("embedding_multiplier", 1.0)
+            c.attn_scale = src.real("attention_multiplier", c.head_dim ** -0.5)
+            c.residual_scale = src.real("residual_multiplier", 1.0)
+            c.logits_scaling = as_real(d.get("logits_scaling", 1.0), src.name("logits_scaling"),
+                                       src.owner, lo=0.0, lo_open=True)
         c.vocab_size = src.int("vocab_size")
         c.bos_token_id = d.get("bos_token_id")
         c.eos_token_id = id_list(d.get("eos_token_id"), src.name("eos_token_id"), src.owner)
@@ -173,6 +190,20 @@ class LLMConfig:
                                             name("rope_local_base_freq"), owner, lo=0.0,
                                             lo_open=True)
         self.tie_word_embeddings = bool(d.get("tie_word_embeddings", True))
+
+    def _smollm3(self, src):
+        d, owner, name, n = src.d, src.owner, src.name, self.num_layers
+        layers = d.get("no_rope_layers")           # 1: the layer uses RoPE, 0: NoPE
+        if layers is None:
+            step = src.int("no_rope_layer_interval", 4)
+            layers = [int((i + 1) % step != 0) for i in range(n)]
+        if (not isinstance(layers, (list, tuple)) or len(layers) != n
+                or any(v not in (0, 1) for v in layers)):
+            raise ValueError(f"{owner}: {name('no_rope_layers')} must list {n} values of 0 or 1, "
+                             f"got {layers!r}")
+        self.rope_layers = [bool(v) for v in layers]
+        if d.get("use_sliding_window") and d.get("sliding_window"):
+            raise ValueError(f"{owner}: {name('use_sliding_window')}=true is not supported")
 
     def _gpt2(self, src):
         d, owner, name = src.d, src.owner, src.name

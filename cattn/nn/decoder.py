@@ -244,11 +244,16 @@ class DecoderBlock(Module):
     after each sublayer):
         x = x + post_attn_norm(self_attn(norm1(x)))
         x = x + post_mlp_norm(mlp(norm2(x)))
-    Built from given modules: norm1 / norm2 / post norms (RMSNorm or
-    LayerNorm), self_attn (CausalSelfAttention), mlp (GatedMLP or MLP)."""
+    residual_scale (Granite's residual_multiplier) multiplies each
+    sublayer's output before its residual add. Built from given modules:
+    norm1 / norm2 / post norms (RMSNorm or LayerNorm), self_attn
+    (CausalSelfAttention), mlp (GatedMLP or MLP)."""
 
-    def __init__(self, norm1, self_attn, norm2, mlp, post_attn_norm=None, post_mlp_norm=None):
+    def __init__(self, norm1, self_attn, norm2, mlp, post_attn_norm=None, post_mlp_norm=None,
+                 residual_scale=1.0):
         super().__init__()
+        self.residual_scale = as_real(residual_scale, "residual_scale", "DecoderBlock",
+                                      lo=0.0, lo_open=True)
         norms = (RMSNorm, LayerNorm)
         for name, m, kinds in (("norm1", norm1, norms),
                                ("self_attn", self_attn, (CausalSelfAttention,)),
@@ -268,8 +273,16 @@ class DecoderBlock(Module):
         a = self.self_attn(self.norm1(x), positions, attn_mask, kv_cache)
         if self.post_attn_norm is not None:
             a = self.post_attn_norm(a, out=a)
+        if self.residual_scale != 1.0:
+            a *= self._residual_factor()
         x = np.add(a, x, out=a)
         f = self.mlp(self.norm2(x))
         if self.post_mlp_norm is not None:
             f = self.post_mlp_norm(f, out=f)
+        if self.residual_scale != 1.0:
+            f *= self._residual_factor()
         return np.add(f, x, out=f)
+
+    def _residual_factor(self):
+        """residual_scale in the layer's dtype."""
+        return self.self_attn.dtype.type(self.residual_scale)

@@ -77,8 +77,8 @@ def _layer_entry(block, shape):
     if type(sa) is not CausalSelfAttention or sa.dtype != _F32:
         return None
     if (block.post_attn_norm is not None or block.post_mlp_norm is not None
-            or sa.window is not None or sa.scale is not None):
-        return None                                 # (Gemma 3's layers: their own forward)
+            or block.residual_scale != 1.0 or sa.window is not None or sa.scale is not None):
+        return None                 # (Gemma 3's, Granite's layers: their own forward)
     if type(mlp) is GatedMLP:
         up, down, F, gated = mlp.gate_up_proj, mlp.down_proj, mlp.hidden_dim, True
     elif type(mlp) is MLP:

@@ -359,8 +359,8 @@ def _edit_config(folder, **changes):
 
 def test_unsupported_architecture_names_it(ckpts, tmp_path):
     d = _copy(ckpts, "llama", tmp_path)
-    _edit_config(d, architectures=["MistralForCausalLM"])
-    with pytest.raises(ValueError, match="MistralForCausalLM.*LlamaForCausalLM.*Qwen2ForCausalLM"
+    _edit_config(d, architectures=["FalconForCausalLM"])
+    with pytest.raises(ValueError, match="FalconForCausalLM.*LlamaForCausalLM.*Qwen2ForCausalLM"
                                          ".*GPT2LMHeadModel"):
         CausalLM.from_pretrained(d)
 
