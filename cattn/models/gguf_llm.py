@@ -32,7 +32,16 @@ __all__ = ["gguf_config", "gguf_llm_config", "GGUFCheckpoint", "GGUF_ARCHITECTUR
 # general.architecture -> the Hugging Face architecture CausalLM builds
 GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
                       "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
+                      "smollm3": "SmolLM3ForCausalLM", "granite": "GraniteForCausalLM",
                       "gpt2": "GPT2LMHeadModel"}
+# the architectures whose q and k rows llama.cpp's converter permutes (its
+# LlamaModel and the models built on it)
+_PERMUTED = ("llama", "smollm3", "granite")
+# Granite's multipliers: config.json's name <- the GGUF key (1 when absent)
+_GRANITE = (("embedding_multiplier", "granite.embedding_scale"),
+            ("residual_multiplier", "granite.residual_scale"),
+            ("attention_multiplier", "granite.attention.scale"),
+            ("logits_scaling", "granite.logit_scale"))
 
 # GPT-2 (Hugging Face GPT2LMHeadModel names, per layer "transformer.h.{i}." +
 # key) -> llama.cpp's; its converter stores the Conv1D weights transposed,
@@ -141,6 +150,12 @@ def gguf_config(f):
                              "factor": _meta(f, f"{arch}.rope.scaling.factor", kind=float)}
     if arch == "gemma3":
         d.update(_gemma3_config(f, d))
+    if arch == "smollm3":
+        d["no_rope_layer_interval"] = 4                  # llama.cpp's: every 4th layer NoPE
+    if arch == "granite":
+        for field, key in _GRANITE:
+            if key in f.metadata:
+                d[field] = _meta(f, key, kind=float)
     if "rope_freqs.weight" in f.tensors:            # llama3: per-frequency factors
         factors = f.dequantize("rope_freqs.weight").reshape(-1)
         if not np.all(np.isfinite(factors) & (factors > 0)):  # their count: from_dict
@@ -206,6 +221,7 @@ def _config_names(f):
         names["head_dim"] = f"{arch}.embedding_length / {arch}.attention.head_count"
     if arch != "gpt2" and names["num_key_value_heads"] not in f.metadata:  # absent: H
         names["num_key_value_heads"] = f"{arch}.attention.head_count"
+    names.update({field: key for field, key in _GRANITE})
     names.update(sliding_window=f"{arch}.attention.sliding_window",
                  sliding_window_pattern=f"{arch}.attention.sliding_window_pattern",
                  layer_types=f"{arch}.attention.sliding_window_pattern",
@@ -310,10 +326,10 @@ class GGUFCheckpoint:
                 layer = _GEMMA3_LAYER if config.post_norms else _LAYER
                 for hf, g in layer.items():
                     self._names[f"model.layers.{i}.{hf}"] = f"blk.{i}.{g}"
-        llama = f.metadata.get("general.architecture") == "llama"
+        permuted = f.metadata.get("general.architecture") in _PERMUTED
         H, Hk = config.num_heads, config.num_kv_heads
         self._heads = {}                                   # hf name -> heads to un-permute
-        if llama:
+        if permuted:
             for i in range(config.num_layers):
                 for n, h in (("q", H), ("k", Hk)):
                     for part in ("weight", "bias"):
