@@ -39,7 +39,7 @@ from .._validate import show
 from ..ops.attention import KVCache
 from ..ops.gemm import linear
 from ..ops.packed import pack_weight
-from .chat import chat_prompt, chat_reply, folder_chat_template
+from .chat import builtin_chat_template, chat_prompt, chat_reply, folder_chat_template
 from .generation import generate, positions as token_positions
 from .gguf import GGUFFile
 from .gguf_llm import GGUFCheckpoint, gguf_llm_config
@@ -202,7 +202,9 @@ class CausalLM(nn.Module):
             has = "tokenizer.ggml.model" in gguf.metadata
             model.tokenizer_path = path if has else None
             model.tokenizer_gguf = has
-            model.chat_template = gguf.metadata.get("tokenizer.chat_template")
+            model.chat_template = (gguf.metadata.get("tokenizer.chat_template")
+                                   or builtin_chat_template(
+                                       gguf.metadata.get("general.architecture")))
             tokens = (gguf.metadata.strings("tokenizer.ggml.tokens")
                       if "tokenizer.ggml.tokens" in gguf.metadata else [])
             for name in ("bos", "eos"):

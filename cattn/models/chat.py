@@ -18,11 +18,33 @@ import json
 import os
 from datetime import datetime
 
-__all__ = ["render_chat", "folder_chat_template", "JINJA_HINT"]
+__all__ = ["render_chat", "folder_chat_template", "builtin_chat_template", "JINJA_HINT"]
 
 JINJA_HINT = ("chat templates need jinja2 >= 3.1.6: pip install jinja2 (or pip install "
               "'cattn[chat]')")
 _COMPILED = {}
+
+# general.architecture -> the template llama.cpp applies to a file of it that
+# has no tokenizer.chat_template (llama.cpp's "gemma": no system role, a system
+# message goes before the first user message; "assistant" is "model")
+_BUILTIN = {
+    "gemma3": (
+        "{{ bos_token }}{% set ns = namespace(system='') %}"
+        "{% for m in messages %}"
+        "{% if m['role'] == 'system' %}{% set ns.system = ns.system + m['content'] | trim %}"
+        "{% else %}{% set role = 'model' if m['role'] == 'assistant' else m['role'] %}"
+        "<start_of_turn>{{ role }}\n"
+        "{% if ns.system and role != 'model' %}{{ ns.system }}\n\n"
+        "{% set ns.system = '' %}{% endif %}"
+        "{{ m['content'] | trim }}<end_of_turn>\n{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"),
+}
+
+
+def builtin_chat_template(architecture):
+    """The chat template of a GGUF file of `architecture` without one of its
+    own (llama.cpp's built-in format for it), or None."""
+    return _BUILTIN.get(architecture)
 
 
 def _environment():

@@ -175,3 +175,19 @@ def test_unsupported_gemma3_options_are_named():
         LLMConfig.from_dict(dict(CONFIG, layer_types=["full_attention"] * 3))
     with pytest.raises(ValueError, match="sliding_window"):
         LLMConfig.from_dict(dict(CONFIG, sliding_window=0))
+
+
+def test_builtin_chat_template_of_a_file_without_one(files):
+    """A gemma3 file without tokenizer.chat_template chats in llama.cpp's
+    built-in Gemma format: no system role (its text goes before the first
+    user message), "assistant" as "model", contents trimmed."""
+    pytest.importorskip("jinja2", reason="jinja2 renders chat templates")
+    lm = CausalLM.from_pretrained(files[1])
+    lm.chat_special["bos_token"] = "<bos>"
+    msgs = [{"role": "system", "content": " Be brief. "}, {"role": "user", "content": "Hi "},
+            {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Bye"}]
+    assert lm.apply_chat_template(msgs) == (
+        "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello."
+        "<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n")
+    assert lm.apply_chat_template(msgs[1:2], add_generation_prompt=False) == \
+        "<bos><start_of_turn>user\nHi<end_of_turn>\n"
