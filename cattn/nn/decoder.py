@@ -224,8 +224,15 @@ class CausalSelfAttention(Module):
         ctx_h = ctx.reshape(B, L, H, D).transpose(0, 2, 1, 3)           # (B, H, L, D) view
         if kv_cache is not None:
             kv_cache.append(k, v)
-            if self.window is not None and kv_cache.length > self.window:
-                attn_mask = window_mask(attn_mask, L, kv_cache.length, self.window)
+            S, W = kv_cache.length, self.window
+            if W is not None and L == 1 and S > W:      # a decode step reads its window only
+                scaled_dot_product_attention(
+                    q, kv_cache.keys[:, :, S - W:], kv_cache.values[:, :, S - W:],
+                    None if attn_mask is None else attn_mask[..., S - W:], scale=self.scale,
+                    enable_gqa=H != self.num_kv_heads, out=ctx_h)
+                return self.o_proj(ctx)
+            if W is not None and S > W:
+                attn_mask = window_mask(attn_mask, L, S, W)
             kv_cache.attend(q, attn_mask, scale=self.scale, out=ctx_h)  # O(L * S)
         else:
             if self.window is not None and L > self.window:
