@@ -7,8 +7,9 @@
  * Not here: ISA code; the "bfloat16" format's widened float32 linear (gemm.c).
  *
  * Loops: round + pair A (M rows of k2 = ceil(K/2) words) -> tasks of up to
- * BF16DOT_MC rows x BF16DOT_NP panels (dynamic) -> KC blocks of the panels
- * (pc, the packed layout's) -> MR-row tiles on the block: the chain goes on
+ * BF16DOT_MC rows x BF16DOT_NP panels (one row: BF16DOT_ROW_TASK panels;
+ * dynamic) -> KC blocks of the panels (pc, the packed layout's) -> tiles
+ * of NP panels (one row: BF16DOT_ROW_NP) -> MR-row tiles: the chain goes on
  * in the task's float32 tile buffer (exact: the accumulator is stored and
  * loaded as it is) -> bias, activation, into C. A row's outputs are the
  * same chain whatever the rows, tiles and threads around it: decode and
@@ -26,6 +27,9 @@
 
 #if BMC % BMR
 #error "bf16dot.c: BF16DOT_MC must be a multiple of BF16DOT_MR"
+#endif
+#if CATTN_BF16DOT_ROW_TASK > BMC * BNP
+#error "bf16dot.c: a one-row task's tile buffer must fit the many-row one"
 #endif
 
 /* cattn.h's rounding of one value: DAZ, then to nearest even; NaN quiet */
@@ -64,21 +68,25 @@ static void bf16dot_empty_k(float *C, int64_t rsc, int64_t M, int64_t N, const f
     }
 }
 
-/* one task: rows [i0, i1) x panels [jp0, jp0 + np) of C; tbuf (BMC, BNP*16) */
+/* one task: rows [i0, i1) x panels [jp0, jp0 + np) of C, tiles of tp
+ * panels; tbuf (BMC, np*16) */
 static void bf16dot_task(float *C, int64_t rsc, const uint32_t *aw, int64_t lda,
                          const uint16_t *P16, int64_t N, int64_t K, int64_t kcb,
                          const float *bias, int act, int64_t i0, int64_t i1, int64_t jp0,
-                         int np, float *tbuf)
+                         int np, int tp, float *tbuf)
 {
     const cattn_bf16dot_t tile = cattn_kt.bf16dot;
-    const int64_t Np = cattn_round_up(N, BNR), ldt = BNP * BNR;
+    const int64_t Np = cattn_round_up(N, BNR), ldt = (int64_t)np * BNR;
     for (int64_t pc = 0; pc < K; pc += kcb) {                  /* pc: the panels' K blocks */
         const int64_t kc = cattn_min64(kcb, K - pc);
-        const uint16_t *b = P16 + pc * Np + jp0 * BNR * kc;
-        for (int64_t i = i0; i < i1; i += BMR) {               /* ir */
-            const int m = (int)cattn_min64(BMR, i1 - i);
-            tile(kc, aw + i * lda + pc / 2, lda, m, b, np, BNR * kc, tbuf + (i - i0) * ldt, ldt,
-                 pc > 0);
+        for (int g = 0; g < np; g += tp) {                     /* jr */
+            const uint16_t *b = P16 + pc * Np + (jp0 + g) * BNR * kc;
+            const int n = np - g < tp ? np - g : tp;
+            for (int64_t i = i0; i < i1; i += BMR) {           /* ir */
+                const int m = (int)cattn_min64(BMR, i1 - i);
+                tile(kc, aw + i * lda + pc / 2, lda, m, b, n, BNR * kc,
+                     tbuf + (i - i0) * ldt + g * BNR, ldt, pc > 0);
+            }
         }
     }
     /* epilogue: bias, activation, the task's columns of C */
@@ -107,7 +115,11 @@ int cattn_linear_bf16dot(float *C, int64_t rsc, const float *A, int64_t rsa,
     const int64_t kcb = cattn_kt.gemm_f32.kc;       /* the panels' K block (even) */
     if (kcb & 1) return CATTN_EARGS;
     const int64_t k2 = cattn_cdiv(K, 2), lda = cattn_round_up(k2, 16);
-    const int64_t npan = cattn_cdiv(N, BNR), ncol = cattn_cdiv(npan, BNP);
+    const int64_t npan = cattn_cdiv(N, BNR);
+    /* one row (decode): wider tasks and tiles, more weight streams at once */
+    const int gp = M == 1 ? CATTN_BF16DOT_ROW_TASK : BNP;
+    const int tp = M == 1 ? CATTN_BF16DOT_ROW_NP : BNP;
+    const int64_t ncol = cattn_cdiv(npan, gp);
     const int64_t nrow = cattn_cdiv(M, BMC), ntask = nrow * ncol;
     const int nt = cattn_short_threads(
         cattn_threads_for((double)M * N * K, CATTN_GEMV_WORK_PER_THREAD, ntask, n_threads),
@@ -133,9 +145,9 @@ int cattn_linear_bf16dot(float *C, int64_t rsc, const float *A, int64_t rsa,
         for (int64_t t = 0; t < ntask; t++) {
             const int64_t r = t / ncol, g = t % ncol;
             const int64_t i0 = r * BMC, i1 = cattn_min64(M, i0 + BMC);
-            const int np = (int)cattn_min64(BNP, npan - g * BNP);
-            bf16dot_task(C, rsc, aw, lda, P16, N, K, kcb, bias, act, i0, i1, g * BNP, np,
-                         mine);
+            const int np = (int)cattn_min64(gp, npan - g * gp);
+            bf16dot_task(C, rsc, aw, lda, P16, N, K, kcb, bias, act, i0, i1, g * gp, np,
+                         tp, mine);
         }
     }
     cattn_region_end(&reg);

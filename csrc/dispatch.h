@@ -77,7 +77,8 @@ typedef void (*cattn_few_rows_bf16_t)(int64_t k, const float *a, int64_t lda, in
                                       float *c, int64_t ldc, int acc);
 
 /* the "bfloat16dot" tile (bf16dot.c; cattn.h states the formula): m rows
- * (1..CATTN_BF16DOT_MR) x np panels (1..CATTN_BF16DOT_NP) of 16 columns over
+ * (1..CATTN_BF16DOT_MR) x np panels (1..CATTN_BF16DOT_NP; m = 1: up to
+ * CATTN_BF16DOT_ROW_NP) of 16 columns over
  * one K block of kc values (kc even but for K's last block):
  *   for q < ceil(kc/2) in order, for each (i, jp, j):
  *     t = ftz(fma(x[2q+1], w[2q+1], acc));  acc = ftz(fma(x[2q], w[2q], t))

@@ -147,7 +147,7 @@ def test_linear_bits_against_the_formula(rng, M):
 
 
 @pytest.mark.parametrize("N,K", [(1, 1), (16, 2), (17, 3), (64, 256), (65, 257), (80, 512),
-                                 (33, 513), (130, 95)])
+                                 (33, 513), (130, 95), (257, 64)])
 def test_linear_bits_every_shape(rng, N, K):
     w, wb = _weight(rng, N, K)
     b = randn(rng, (N,))

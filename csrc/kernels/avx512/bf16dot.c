@@ -14,7 +14,10 @@
  * vpermw puts them in lane j (one permute per panel and k pair, shared by
  * the m rows). An odd last row is loaded alone (upper half zero). Row i's
  * pair word (x[2q] | x[2q+1] << 16) is broadcast.
- * Register tile: m <= 6 rows x np <= 4 panels (24 accumulators, 4 weights).
+ * Register tile: m <= 6 rows x np <= 4 panels (24 accumulators, 4 weights);
+ * one row: up to 8 panels (8 chains and weight streams: decode). A software
+ * prefetch of the streams 1-8 KiB ahead made the one-row GEMV from memory
+ * 5-25% slower on Zen 4: none.
  *
  * Not here: the activations' rounding to bfloat16, the K blocks, threads
  * and the epilogue (csrc/bf16dot.c); the portable kernel (kernels/ref/).
@@ -28,11 +31,12 @@
 #include <string.h>
 #include "kernels.h"
 
-#if CATTN_BF16DOT_MR != 6 || CATTN_BF16DOT_NP != 4
-#error "kernels/avx512/bf16dot.c: the tile is 6 rows x 4 panels (config.h)"
+#if CATTN_BF16DOT_MR != 6 || CATTN_BF16DOT_NP != 4 || CATTN_BF16DOT_ROW_NP != 8
+#error "kernels/avx512/bf16dot.c: the tiles are 6 rows x 4 panels, 1 row x 8 (config.h)"
 #endif
 
 #define TARGET_BF16 __attribute__((target("avx512bf16,avx512bw,avx512f")))
+
 
 /* vpermw's index: lane j (words 2j, 2j+1) = words j, 16 + j (rows 2q, 2q+1) */
 static const int16_t pair_idx[32] __attribute__((aligned(64))) = {
@@ -45,13 +49,13 @@ tile(int64_t kc, const uint32_t *a, int64_t lda, const uint16_t *b, int64_t ps, 
      int64_t ldc, int acc, const int M, const int NP)
 {
     const __m512i idx = _mm512_load_si512((const void *)pair_idx);
-    __m512 s[6][4];
+    __m512 s[6][8];
     for (int i = 0; i < M; i++)
         for (int q = 0; q < NP; q++)
             s[i][q] = acc ? _mm512_loadu_ps(c + i * ldc + q * 16) : _mm512_setzero_ps();
     const int64_t k2 = kc / 2;
     for (int64_t p = 0; p < k2; p++) {
-        __m512i w[4];
+        __m512i w[8];
         for (int q = 0; q < NP; q++)
             w[q] = _mm512_permutexvar_epi16(
                 idx, _mm512_loadu_si512((const void *)(b + q * ps + p * 32)));
@@ -62,7 +66,7 @@ tile(int64_t kc, const uint32_t *a, int64_t lda, const uint16_t *b, int64_t ps, 
         }
     }
     if (kc & 1) {                            /* tail: the last row alone, its pair 0 */
-        __m512i w[4];
+        __m512i w[8];
         for (int q = 0; q < NP; q++)
             w[q] = _mm512_permutexvar_epi16(
                 idx, _mm512_zextsi256_si512(
@@ -89,6 +93,15 @@ TARGET_BF16 void cattn_bf16dot_avx512bf16(int64_t kc, const uint32_t *a, int64_t
                                           const uint16_t *b, int np, int64_t ps, float *c,
                                           int64_t ldc, int acc)
 {
+    if (m == 1 && np > 4) {                   /* decode: up to 8 panels, 8 streams */
+        switch (np) {
+        case 5: tile(kc, a, lda, b, ps, c, ldc, acc, 1, 5); break;
+        case 6: tile(kc, a, lda, b, ps, c, ldc, acc, 1, 6); break;
+        case 7: tile(kc, a, lda, b, ps, c, ldc, acc, 1, 7); break;
+        default: tile(kc, a, lda, b, ps, c, ldc, acc, 1, 8); break;
+        }
+        return;
+    }
     switch (m) {
     case 1: TILE_NP(1); break;
     case 2: TILE_NP(2); break;
