@@ -16,6 +16,7 @@ says so.
 
 Cases (2 threads unless --threads): GEMM float32 2048^3 and 1024 x 3072 x 768
 (an encoder layer's FF1), float64 1024^3; linear int8 4096 rows 768 -> 3072;
+linear bfloat16 and bfloat16dot 896 -> 4864, 1 row (decode) and 128 rows;
 attention float32 (1, 8, 512, 512, 64), (1, 8, 2048, 2048, 64) and causal
 (1, 12, 1024, 1024, 64); attention float64 (1, 4, 512, 512, 64).
 --quick: smaller shapes, for checking the script.
@@ -51,11 +52,13 @@ def inputs(case):
             op = {"gelu": cattn.gelu, "softmax": cattn.softmax, "silu": cattn.silu,
                   "exp": cattn._ext.vexp}[case["op"]]
             fn = lambda: op(x)
-        elif k == "int8":
+        elif k in ("int8", "linear"):
             M, K, N = s
             x = rng.standard_normal((M, K)).astype(np.float32)
-            p = cattn.pack_weight(rng.standard_normal((N, K)).astype(np.float32), "int8")
-            fn = lambda: cattn.linear(x, p)
+            w = (rng.standard_normal((N, K)) * 0.02).astype(np.float32)
+            p = cattn.pack_weight(w, case.get("fmt", "int8"))
+            out = np.empty((M, N), np.float32)
+            fn = lambda: cattn.linear(x, p, out=out)
         else:
             B, H, L, S, E = s
             q, kk, v = (rng.standard_normal((B, H, n, E)).astype(dt) for n in (L, S, S))
@@ -80,6 +83,15 @@ CASES = [
     ("gemm f32 1024x768x3072 (FF1)", "gemm", (1024, 768, 3072), {}),
     ("gemm f64 1024x1024x1024", "gemm", (1024, 1024, 1024), {"f64": True}),
     ("linear int8 4096 rows 768->3072", "int8", (4096, 768, 3072), {}),
+    # Qwen2.5-0.5B's gate / up projection: decode (1 row; the 8.7 MB weight
+    # stays in L3 here) and a 128-token prefill. bfloat16: the float32
+    # linear's bits (widened panels); bfloat16dot: vdpbf16ps on avx512
+    # with AVX512_BF16, the portable emulation on avx2 (same bits)
+    ("linear bfloat16 1 row 896->4864", "linear", (1, 896, 4864), {"fmt": "bfloat16"}),
+    ("linear bfloat16 128 rows 896->4864", "linear", (128, 896, 4864), {"fmt": "bfloat16"}),
+    ("linear bfloat16dot 1 row 896->4864", "linear", (1, 896, 4864), {"fmt": "bfloat16dot"}),
+    ("linear bfloat16dot 128 rows 896->4864", "linear", (128, 896, 4864),
+     {"fmt": "bfloat16dot"}),
     ("sdpa f32 (1,8,512,512,64)", "attn", (1, 8, 512, 512, 64), {}),
     ("sdpa f32 (1,8,2048,2048,64)", "attn", (1, 8, 2048, 2048, 64), {}),
     ("sdpa f32 causal (1,12,1024,1024,64)", "attn", (1, 12, 1024, 1024, 64), {"causal": True}),
@@ -93,6 +105,8 @@ QUICK = [
     ("gemm f32 256x256x256", "gemm", (256, 256, 256), {}),
     ("gemm f64 128x128x128", "gemm", (128, 128, 128), {"f64": True}),
     ("linear int8 256 rows 384->512", "int8", (256, 384, 512), {}),
+    ("linear bfloat16 1 row 384->512", "linear", (1, 384, 512), {"fmt": "bfloat16"}),
+    ("linear bfloat16dot 64 rows 384->512", "linear", (64, 384, 512), {"fmt": "bfloat16dot"}),
     ("sdpa f32 (1,2,128,128,64)", "attn", (1, 2, 128, 128, 64), {}),
     ("gelu f32 (64, 1000)", "row", (64, 1000), {"op": "gelu"}),
 ]
@@ -115,6 +129,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--min-time", type=float, default=0.5, help="seconds per path per case per round")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", help="run the cases whose name holds this text")
     ap.add_argument("--json", help="write the medians here")
     args = ap.parse_args()
 
@@ -146,6 +161,8 @@ def main():
         return json.loads(w.stdout.readline())
 
     cases = QUICK if args.quick else CASES
+    if args.only:
+        cases = [c for c in cases if args.only in c[0]]
     times = {c[0]: {p: [] for p in paths} for c in cases}
     digests = {c[0]: {} for c in cases}
     for r in range(args.rounds):

@@ -40,6 +40,7 @@ def config():
         "kernel_path": _ext.kernel_path(),
         "int8_kernel": _ext.int8_kernel(),
         "int4_kernel": _ext.int4_kernel(),
+        "bf16dot_kernel": _ext.bf16dot_kernel(),
         "block_sizes": _ext.block_sizes(),
         "threads": get_num_threads(),
     }

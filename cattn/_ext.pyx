@@ -23,6 +23,7 @@ cdef extern from "cattn.h" nogil:
     const char *cattn_kernel_path()
     const char *cattn_int8_kernel()
     const char *cattn_int4_kernel()
+    const char *cattn_bf16dot_kernel()
     int cattn_cpu_has_avx2_fma()
     int cattn_have_openmp()
     int cattn_omp_max_threads()
@@ -76,6 +77,18 @@ def int8_kernel():
 def int4_kernel():
     """Which int4 micro-kernel the selected path runs."""
     return cattn_int4_kernel().decode()
+
+
+def bf16dot_kernel():
+    """Which bfloat16dot tile the selected path runs ("avx512_bf16
+    (vdpbf16ps)", or the portable emulation)."""
+    return cattn_bf16dot_kernel().decode()
+
+
+def native_bf16dot():
+    """True when the bfloat16dot format runs on vdpbf16ps here (the format
+    loaders prefer for bfloat16 values)."""
+    return cattn_bf16dot_kernel().decode().startswith("avx512_bf16")
 
 
 def kernel_path():

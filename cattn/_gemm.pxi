@@ -133,7 +133,8 @@ cdef extern from "cattn.h" nogil:
     size_t cattn_q6g_packed_bytes(int64_t N, int64_t K)
     size_t cattn_q5g_packed_bytes(int64_t N, int64_t K)
     int CATTN_W_F32, CATTN_W_BF16, CATTN_W_INT8, CATTN_W_PLAIN, CATTN_W_INT4, CATTN_W_INT8G
-    int CATTN_W_INT6G, CATTN_W_INT5G, CATTN_W_STACK
+    int CATTN_W_INT6G, CATTN_W_INT5G, CATTN_W_STACK, CATTN_W_BF16DOT
+    void cattn_round_bf16_daz(uint16_t *dst, const float *x, int64_t n)
     ctypedef struct cattn_weight:
         int kind
         const void *P
@@ -157,7 +158,8 @@ cdef extern from "cattn.h" nogil:
 # format names of cattn/ops/formats.py ("plain": a float32 array, unpacked).
 WEIGHT_KINDS = {"float32": CATTN_W_F32, "bfloat16": CATTN_W_BF16, "int8": CATTN_W_INT8,
                 "int4": CATTN_W_INT4, "int8g": CATTN_W_INT8G, "int6g": CATTN_W_INT6G,
-                "int5g": CATTN_W_INT5G, "stack": CATTN_W_STACK, "plain": CATTN_W_PLAIN}
+                "int5g": CATTN_W_INT5G, "stack": CATTN_W_STACK, "plain": CATTN_W_PLAIN,
+                "bfloat16dot": CATTN_W_BF16DOT}
 
 
 cdef const void *_ptr(object a):
@@ -392,3 +394,14 @@ def qgemm_i32(cnp.ndarray qa, cnp.ndarray P, int64_t N):
     _check(cattn_qgemm_i32(<int32_t *>cnp.PyArray_DATA(acc), <const uint8_t *>cnp.PyArray_DATA(qa),
                            <const int8_t *>cnp.PyArray_DATA(P), M, N, K, 1))
     return acc
+
+
+def round_bf16_daz(cnp.ndarray x):
+    """The bfloat16 bits (uint16, x's shape) the "bfloat16dot" format rounds
+    activations to (csrc/cattn.h: subnormals as 0, then to nearest even); x
+    float32, contiguous (a test hook)."""
+    cdef cnp.ndarray out = np.empty((<object>x).shape, np.uint16)
+    with nogil:
+        cattn_round_bf16_daz(<uint16_t *>cnp.PyArray_DATA(out),
+                             <const float *>cnp.PyArray_DATA(x), cnp.PyArray_SIZE(x))
+    return out

@@ -34,6 +34,8 @@ const char *cattn_kernel_path(void);
 /* the int8 micro-kernel in use, e.g. "avx512 vnni (vpdpbusd)" */
 const char *cattn_int8_kernel(void);
 const char *cattn_int4_kernel(void);
+/* the bfloat16dot tile in use, e.g. "avx512_bf16 (vdpbf16ps)" */
+const char *cattn_bf16dot_kernel(void);
 /* Why CATTN_ISA could not be honoured (the portable path runs then), or NULL. */
 const char *cattn_isa_error(void);
 /* Comma-separated kernel paths: of this build / that this CPU runs, best first. */
@@ -122,6 +124,33 @@ int cattn_linear_packed_f64(double *C, int64_t rsc, int64_t csc, const double *A
 int cattn_linear_packed_bf16(float *C, int64_t rsc, int64_t csc, const float *A, int64_t rsa,
                              int64_t csa, const uint16_t *P16, int64_t M, int64_t N, int64_t K,
                              const float *bias, int act, int n_threads);
+
+/* bfloat16 weights and bfloat16 activations, vdpbf16ps's arithmetic
+ * (bf16dot.c; the "bfloat16dot" format): P16 the bfloat16 panels above (the
+ * same layout and values), w[j, k] their values. Each row of A is rounded
+ * to bfloat16 first:
+ *   xb[k] = bfloat16(x[k]): a subnormal x taken as 0 with its sign (DAZ),
+ *           then to nearest, ties to even (NaN stays a quiet NaN, its top
+ *           bits kept; past the range: +-inf); xb[K] = w[j, K] = 0 for odd K
+ * then per output one chain over the pairs of k, in order:
+ *   acc = +0
+ *   for q = 0 .. ceil(K/2) - 1:
+ *     t   = ftz(fma(xb[2q+1], w[j, 2q+1], acc))
+ *     acc = ftz(fma(xb[2q],   w[j, 2q],   t))
+ *   C[i, j] = act(acc + bias[j])            (the + rounded as float32)
+ * fma: the exact product plus the addend rounded once to float32, to
+ * nearest even; a subnormal w is taken as 0 with its sign; ftz: a
+ * subnormal result becomes 0 with its sign (vdpbf16ps: DAZ, FTZ, RNE
+ * whatever MXCSR says; measured on Zen 4). act: this path's activation
+ * kernel. The same bits on every kernel path (the portable one emulates
+ * vdpbf16ps), thread count, and for a row alone or among any others.
+ * Not the float32 linear's bits on the widened weight (cattn_linear_packed_bf16):
+ * the activations lose their low 16 bits, the sum runs over pairs. */
+int cattn_linear_bf16dot(float *C, int64_t rsc, const float *A, int64_t rsa,
+                         const uint16_t *P16, int64_t M, int64_t N, int64_t K,
+                         const float *bias, int act, int n_threads);
+/* the activations' rounding above (a test hook): dst[k] = xb[k] bits, k < n */
+void cattn_round_bf16_daz(uint16_t *dst, const float *x, int64_t n);
 
 /* int8 weights (qgemm.c): qw (N, K) int8 in [-127, 127] with a scale sw[j]
  * per output channel, packed by pack_weight into panels of 16 columns:
@@ -221,6 +250,7 @@ uint64_t cattn_read_probe(const void *p, size_t bytes, int nt);
  * kind here, a case in cattn_linear_weight and its kernels):
  *   CATTN_W_F32    float32 panels (cattn_pack_weight_f32)
  *   CATTN_W_BF16   bfloat16 panels (cattn_linear_packed_bf16)
+ *   CATTN_W_BF16DOT the same panels, vdpbf16ps's formula (cattn_linear_bf16dot)
  *   CATTN_W_INT8   int8 panels with sw and colsum (cattn_linear_int8)
  *   CATTN_W_PLAIN  a plain float32 (N, K) array, element (j, p) at P[j*rsw + p*csw]
  *   CATTN_W_INT4   int4 panels with sw = d, mn and z (cattn_linear_int4)
@@ -242,6 +272,7 @@ uint64_t cattn_read_probe(const void *p, size_t bytes, int nt);
 #define CATTN_W_INT6G 6
 #define CATTN_W_INT5G 7
 #define CATTN_W_STACK 8
+#define CATTN_W_BF16DOT 9
 typedef struct cattn_weight cattn_weight;
 struct cattn_weight {
     int kind;

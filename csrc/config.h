@@ -55,6 +55,19 @@
 #define CATTN_STREAM_PF_I8 8192
 #endif
 
+/* bfloat16dot (bf16dot.c): the tile is BF16DOT_MR rows x BF16DOT_NP panels
+ * of 16 columns; a task is up to BF16DOT_MC rows (a multiple of MR) x
+ * BF16DOT_NP panels over the whole K, a KC block at a time. Only the order
+ * of independent outputs depends on these: never a result. */
+#define CATTN_BF16DOT_MR 6
+#define CATTN_BF16DOT_NP 4
+#define CATTN_BF16DOT_MC 192
+/* one row (decode): tasks of ROW_TASK panels in tiles of ROW_NP (8 weight
+ * streams in flight per thread; Zen 4, a 4864 x 896 GEMV from memory: the
+ * float32 GEMV's bytes/s x 0.88 with 4 x 4, x 0.95 with 16 x 8) */
+#define CATTN_BF16DOT_ROW_TASK 16
+#define CATTN_BF16DOT_ROW_NP 8
+
 /* Below this many flops (2*M*N*K) a GEMM runs on one thread. */
 #define CATTN_GEMM_MIN_FLOPS_PER_THREAD (1 << 18)
 

@@ -77,6 +77,7 @@ static int runs_avx512(const cattn_cpu *cpu)
 static void fill_avx512(cattn_dispatch_t *kt, const cattn_cpu *cpu)
 {
     cattn_kernels_avx512(kt, cpu->avx512_vnni);       /* fills avx2's entries first */
+    cattn_kernels_avx512_bf16(kt, cpu->avx512_bf16);  /* vdpbf16ps: bfloat16dot */
     with_f16c(kt, cpu);                               /* those it keeps of AVX2's */
 }
 #endif
@@ -181,6 +182,12 @@ const char *cattn_kernel_path(void)
 {
     cattn_init();
     return cattn_kt.name;
+}
+
+const char *cattn_bf16dot_kernel(void)
+{
+    cattn_init();
+    return cattn_kt.bf16dot_kernel;
 }
 
 const char *cattn_int8_kernel(void)

@@ -76,6 +76,24 @@ typedef void (*cattn_few_rows_bf16_t)(int64_t k, const float *a, int64_t lda, in
                                       const uint16_t *b, int64_t npan, int64_t ps,
                                       float *c, int64_t ldc, int acc);
 
+/* the "bfloat16dot" tile (bf16dot.c; cattn.h states the formula): m rows
+ * (1..CATTN_BF16DOT_MR) x np panels (1..CATTN_BF16DOT_NP; m = 1: up to
+ * CATTN_BF16DOT_ROW_NP) of 16 columns over
+ * one K block of kc values (kc even but for K's last block):
+ *   for q < ceil(kc/2) in order, for each (i, jp, j):
+ *     t = ftz(fma(x[2q+1], w[2q+1], acc));  acc = ftz(fma(x[2q], w[2q], t))
+ *   x[2q] | x[2q+1] << 16 = a[i*lda + q] (bfloat16 bits, the driver's
+ *   rounding; 0 past K); w[p] = the bfloat16 b[jp*ps + p*16 + j] (p < kc;
+ *   w[kc] = 0 for odd kc), a subnormal w taken as 0 with its sign; fma
+ *   rounded once to float32 (to nearest even), ftz: a subnormal result
+ *   becomes 0 with its sign (vdpbf16ps: DAZ, FTZ, RNE)
+ *   acc starts at +0 (acc = 0) or at c[i*ldc + jp*16 + j] (acc = 1: the
+ *   chain goes on from an earlier K block); the result goes to c.
+ * Every path gives the same bits (NULL: never; the portable kernel emulates). */
+typedef void (*cattn_bf16dot_t)(int64_t kc, const uint32_t *a, int64_t lda, int m,
+                                const uint16_t *b, int np, int64_t ps, float *c, int64_t ldc,
+                                int acc);
+
 /* bfloat16 to float32 (exact): dst[i] = the float with high half src[i]
  * (NULL: the driver's loop) */
 typedef void (*cattn_bf16_expand_t)(float *dst, const uint16_t *src, int64_t n);
@@ -285,6 +303,8 @@ typedef struct {
     cattn_rows_tn_f32_t rows_tn_f32;
     cattn_few_rows_f32_t few_rows_f32;
     cattn_few_rows_bf16_t few_rows_bf16;
+    cattn_bf16dot_t bf16dot;                /* the bfloat16dot tile */
+    const char *bf16dot_kernel;             /* which one it is */
     cattn_smx_row_f32_t softmax_row_f32;
     cattn_smx_row_f64_t softmax_row_f64;
     cattn_smx_cols_f32_t softmax_cols_f32;
@@ -316,6 +336,9 @@ void cattn_kernels_avx2_f16c(cattn_dispatch_t *kt);
 void cattn_attn_avx2_f16c(cattn_dispatch_t *kt);
 /* vnni: the CPU has AVX512_VNNI (the int8 kernel then uses vpdpbusd) */
 void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni);
+/* kernels/avx512/bf16dot.c: where the CPU has AVX512_BF16 (bf16 = 1), the
+ * vdpbf16ps bfloat16dot tile, once it has matched the portable one at load */
+void cattn_kernels_avx512_bf16(cattn_dispatch_t *kt, int bf16);
 #endif
 
 #endif

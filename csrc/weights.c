@@ -23,6 +23,9 @@ int cattn_linear_weight_ld(const cattn_weight *w, float *y, int64_t ldy, const f
     case CATTN_W_BF16:
         return cattn_linear_packed_bf16(y, ldy, 1, x, w->K, 1, (const uint16_t *)w->P, M, w->N,
                                         w->K, w->bias, act, n_threads);
+    case CATTN_W_BF16DOT:
+        return cattn_linear_bf16dot(y, ldy, x, w->K, (const uint16_t *)w->P, M, w->N, w->K,
+                                    w->bias, act, n_threads);
     case CATTN_W_PLAIN:
         return cattn_gemm_f32(y, ldy, 1, x, w->K, 1, (const float *)w->P, w->csw, w->rsw, M,
                               w->N, w->K, w->bias, act, n_threads);

@@ -7,7 +7,8 @@ from .. import nn
 from .._validate import show
 
 # "float32": the checkpoint's values in the model's dtype (float64 models too)
-WEIGHTS = ("float32", "bfloat16", "int8", "int4")
+# "bfloat16dot": bfloat16 with vdpbf16ps's arithmetic (cattn.ops.formats)
+WEIGHTS = ("float32", "bfloat16", "int8", "int4", "bfloat16dot")
 
 
 def check_weights(weights, owner, dtype=np.float32):

@@ -146,7 +146,9 @@ class CausalLM(nn.Module):
         None (the default): "float32" for a folder; for a GGUF file each
         linear weight (and a tied output projection) in the narrowest format
         holding the file's values exactly: Q4_0 / Q4_1 / Q4_K tensors in
-        "int4", BF16 in "bfloat16", the others in "float32" (a fused weight,
+        "int4", BF16 in "bfloat16dot" where the kernel path runs vdpbf16ps
+        (AVX512_BF16; its own rounding: cattn.ops.formats) else "bfloat16"
+        (weights="bfloat16" keeps the float32 linear's bits), the others in "float32" (a fused weight,
         q|k|v or gate|up, takes the narrowest format holding all its pieces).
         kv_dtype: the KV caches' dtype, "float32" or "float16" (kv_dtype).
         tokenizer_first: False (the default) builds the tokenizer when text

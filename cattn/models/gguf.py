@@ -299,7 +299,8 @@ class GGUFFile:
         as they are; Q4_K's two-level scales too, D, Dmin per 256 and sc, m per
         32: int4_k_parts); Q5_0, Q5_1, Q5_K -> "int5g" and Q6_K -> "int6g"
         (their 5- and 6-bit values, the blocks' scales); Q8_0 -> "int8g"; BF16
-        -> "bfloat16"; F32, F16 -> "float32" (a quantized tensor whose
+        -> cattn.ops.formats.preferred_bfloat16() ("bfloat16dot" where the CPU
+        runs vdpbf16ps, else "bfloat16"); F32, F16 -> "float32" (a quantized tensor whose
         scales are not finite too). weight(name).unpack() equals
         dequantize(name). Read a block of rows at a time and handed to
         cattn.ops (PackedWeight.from_row_blocks lays out the panels: no

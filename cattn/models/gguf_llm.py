@@ -379,7 +379,7 @@ class GGUFCheckpoint:
         "stack" of runs of one type (_stacked); pieces of one type in the
         format GGUFFile.weight gives it ("int4" for Q4_0, Q4_1, Q4_K, with
         Q4_K's two-level scales; "int5g" for Q5_0, Q5_1, Q5_K; "int6g" for
-        Q6_K; "int8g" for Q8_0; "bfloat16"; "float32" for F32 and F16; one
+        Q6_K; "int8g" for Q8_0; preferred_bfloat16() for BF16; "float32" for F32 and F16; one
         tensor alone: GGUFFile.weight itself, which builds it a block of rows
         at a time); None when a piece has no exact form (a scale that is not
         finite: the float32 values the loader read hold them). The pieces'

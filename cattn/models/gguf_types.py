@@ -26,7 +26,8 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from ..ops.formats import int4_arrays, int4_k_arrays, int5g_arrays, int6g_arrays, int8g_arrays
+from ..ops.formats import (int4_arrays, int4_k_arrays, int5g_arrays, int6g_arrays, int8g_arrays,
+                           preferred_bfloat16)
 
 __all__ = ["GGMLType", "GGML_TYPES", "GGML_TYPE_IDS", "Parts", "Exact"]
 
@@ -117,7 +118,9 @@ def _group_format(name, arrays):
     return Exact(name, lambda p: arrays(p.q, *p.groups(), p.zero))
 
 
-FLOAT32, BFLOAT16 = Exact("float32"), Exact("bfloat16")
+# BF16 values: "bfloat16dot" where this CPU runs vdpbf16ps, else "bfloat16"
+# (cattn.ops.formats.preferred_bfloat16: the same values either way)
+FLOAT32, BFLOAT16 = Exact("float32"), Exact(str(preferred_bfloat16()))
 INT4 = Exact("int4", lambda p: int4_arrays(p.q, *p.groups()[:2], p.zero))
 INT4_K = Exact("int4", lambda p: int4_k_arrays(p.q, p.d, p.dmin, p.sc, p.mn))  # two-level
 INT8G, INT6G, INT5G = (_group_format("int8g", int8g_arrays), _group_format("int6g", int6g_arrays),

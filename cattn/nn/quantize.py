@@ -29,7 +29,8 @@ from .packed_params import PACKED, PackedRows, compute_dtype
 
 __all__ = ["quantize", "pack_weights", "DTYPES"]
 
-DTYPES = ("float32", "bfloat16", "int8", "float64", "int4", "int8g", "int6g", "int5g")
+DTYPES = ("float32", "bfloat16", "int8", "float64", "int4", "int8g", "int6g", "int5g",
+          "bfloat16dot")
 
 
 def _linear_weights(m):

@@ -14,7 +14,23 @@ Formats (cattn.linear computes in the format's `compute` dtype):
 - "bfloat16": each value rounded to bfloat16 (to nearest, ties to even; NaN
   stays NaN, values past bfloat16's range become inf), half the bytes. The
   panels are widened to float32 in the kernel: the result is the float32
-  linear on the rounded weight, bit for bit.
+  linear on the rounded weight, bit for bit, on every CPU.
+- "bfloat16dot": the bfloat16 weight (the same values, panels and bytes)
+  with the activations rounded to bfloat16 too and vdpbf16ps's arithmetic
+  (AVX512_BF16: Zen 4, Sapphire Rapids and later): per output one chain
+  over the pairs of k, each step two fused multiply-adds rounded to
+  float32 (odd k first), subnormal inputs and results flushed to zero
+  (csrc/cattn.h, cattn_linear_bf16dot, states it exactly):
+      xb = bfloat16(x) (subnormal x as 0, to nearest even); acc = +0
+      acc = ftz(fma(xb[2q], w[2q], ftz(fma(xb[2q+1], w[2q+1], acc))))
+      y = act(acc + b)
+  The same bits on every kernel path (a CPU without the instruction runs a
+  portable emulation: correct, slow) and thread count, for a row alone or
+  among any others; not the float32 linear's bits (the activations keep 8
+  significant bits). cattn.ops.preferred_bfloat16() names the format a
+  loader packs bfloat16 values in: "bfloat16dot" where this CPU runs
+  vdpbf16ps, else "bfloat16". Ask for "bfloat16" by name where the result
+  must be the float32 linear's bits.
 - "int8": symmetric per output channel, sw[j] = max_k |W[j, k]| / 127 and
   qw = rint(W / sw) in [-127, 127] (a quarter of the bytes); each row of x
   is quantized at call time to u8 with its own scale and zero point
@@ -412,6 +428,18 @@ class _BFloat16(_Panels):
 
     def panels(self, data):
         return (data.astype(np.uint32) << 16).view(np.float32)
+
+
+class _BFloat16Dot(_BFloat16):
+    """The bfloat16 panels, vdpbf16ps's formula (kind CATTN_W_BF16DOT)."""
+
+
+def preferred_bfloat16():
+    """The format bfloat16 values load in by default: "bfloat16dot" where
+    the selected kernel path runs it on vdpbf16ps (AVX512_BF16; not with
+    CATTN_ISA=avx2 or portable), else "bfloat16" (the float32 linear's
+    bits). Fixed for the process (the path is chosen at import)."""
+    return FORMATS["bfloat16dot" if _ext.native_bf16dot() else "bfloat16"]
 
 
 class _Int8(WeightFormat):
@@ -1000,6 +1028,7 @@ FORMATS = {f: f for f in (
     _make(_Panels, "float32", np.float32, np.float32),
     _make(_Float64, "float64", np.float64, np.float64),
     _make(_BFloat16, "bfloat16", np.float32, np.uint16),
+    _make(_BFloat16Dot, "bfloat16dot", np.float32, np.uint16),
     _make(_Int8, "int8", np.float32, np.int8),
     _make(_Int4, "int4", np.float32, np.uint8),
     _make(_Int8G, "int8g", np.float32, np.uint8),

@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch", reason="torch is needed for the transformer
 transformers = pytest.importorskip("transformers", reason="transformers is the reference")
 
 from cattn.models import CausalLM  # noqa: E402
+from cattn.ops.formats import preferred_bfloat16  # noqa: E402
 
 V = 96
 
@@ -202,7 +203,8 @@ def hf_state(lm):
     ("qwen2", "Q4_0", {"v_proj": "Q5_1", "gate_proj": "Q5_0", "down_proj": "Q5_0"}, (64, 128))])
 def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types, sizes):
     """weights=None: every 4-bit weight in int4, 5-bit ones in int5g, Q6_K in
-    int6g, Q8_0 in int8g, BF16 in bfloat16, a fused q|k|v or gate|up of
+    int6g, Q8_0 in int8g, BF16 in bfloat16dot where the CPU runs vdpbf16ps
+    (else bfloat16), a fused q|k|v or gate|up of
     pieces of different types as a "stack" of one part per run of one type
     (each in its type's format); the values are the file's, bit for bit (state_dict
     unpacks them); a tied 4-bit embedding's output projection is int4 while
@@ -222,7 +224,7 @@ def test_gguf_default_formats_hold_the_file_exactly(tmp_path, arch, qtype, types
                                    "mlp.gate_up_proj", "mlp.down_proj"))}
     mixed = types or {}
     of_type = {"Q4_0": "int4", "Q4_1": "int4", "Q4_K": "int4", "Q5_0": "int5g", "Q5_1": "int5g",
-               "Q6_K": "int6g", "Q8_0": "int8g", "BF16": "bfloat16"}
+               "Q6_K": "int6g", "Q8_0": "int8g", "BF16": str(preferred_bfloat16())}
 
     def want(pieces):             # a run of pieces of one type: one part in that type's format
         t = [mixed.get(n, qtype) for n in pieces]

@@ -257,7 +257,7 @@ def test_weights_formats(tmp_path, weights, tied):
 
 def test_weights_argument():
     with pytest.raises(ValueError, match="weights must be one of 'float32', 'bfloat16', "
-                                         "'int8', 'int4', got 'int3'"):
+                                         "'int8', 'int4', 'bfloat16dot', got 'int3'"):
         CausalLM.from_pretrained(".", weights="int3")
 
 

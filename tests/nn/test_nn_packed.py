@@ -235,7 +235,7 @@ def test_mha_state_dict_load_and_assign(rng):
     assert isinstance(twin.self_attn.in_proj_weight, nn.PackedRows)
 
 
-@pytest.mark.parametrize("fmt", ["float32", "bfloat16", "int8"])
+@pytest.mark.parametrize("fmt", ["float32", "bfloat16", "int8", "bfloat16dot"])
 def test_packed_rows_equal_one_fused_weight(rng, fmt):
     """PackedRows.linear: the pieces' columns are the fused weight's bits
     (int8 included: its activations are quantized per row, the same for

@@ -45,7 +45,8 @@ CONFIGS = {
     "gpt2": dict(architectures=["GPT2LMHeadModel"], vocab_size=V, n_embd=32, n_layer=3,
                  n_head=4, n_positions=128),
 }
-FORMATS = [None, "float32", "bfloat16", "int8", "int4", "int8g", "int6g", "int5g"]   # None: plain arrays
+FORMATS = [None, "float32", "bfloat16", "int8", "int4", "int8g", "int6g", "int5g",
+           "bfloat16dot"]   # None: plain arrays
 
 
 def _model(name, fmt):

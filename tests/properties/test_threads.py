@@ -246,7 +246,7 @@ def test_contended_window_backs_off():
         _ext.set_contended(0)
 
 
-@pytest.mark.parametrize("fmt", ["plain", "float32", "bfloat16", "int8"])
+@pytest.mark.parametrize("fmt", ["plain", "float32", "bfloat16", "int8", "bfloat16dot"])
 def test_contended_regions_give_the_same_bits(rng, fmt):
     """While the CPU is marked contended, short regions (few-row linears,
     small attention) run on one thread: the results must be the same bits

@@ -42,4 +42,9 @@ void cattn_ukr_avx512vnni_q8g(int64_t G, const uint8_t *b, const void *d, const 
                          const float *sx, const int32_t *xs, const int32_t *xs16,
                          const float *sxs, int64_t lds, float *c, int64_t ldc);
 
+/* bf16dot.c: the bfloat16dot tile with vdpbf16ps (AVX512_BF16 CPUs only) */
+void cattn_bf16dot_avx512bf16(int64_t kc, const uint32_t *a, int64_t lda, int m,
+                              const uint16_t *b, int np, int64_t ps, float *c, int64_t ldc,
+                              int acc);
+
 #endif

@@ -27,6 +27,8 @@ void cattn_ukr_ref_q6g(int64_t G, const uint8_t *b, const void *d, const void *m
                        const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
                        const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
                        int64_t lds, float *c, int64_t ldc);
+void cattn_bf16dot_ref(int64_t kc, const uint32_t *a, int64_t lda, int m, const uint16_t *b,
+                       int np, int64_t ps, float *c, int64_t ldc, int acc);
 void cattn_dotn_ref_f32(float *out, const float *q, const float *K, int64_t rsk, int64_t n, int64_t E);
 void cattn_dotn_ref_f64(double *out, const double *q, const double *K, int64_t rsk, int64_t n, int64_t E);
 void cattn_softmax_row_ref_f32(float *y, const float *x, int64_t n, int logsm);

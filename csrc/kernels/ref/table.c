@@ -21,6 +21,8 @@ void cattn_kernels_ref(cattn_dispatch_t *kt)
     kt->pack_t16_f32 = NULL;                       /* the driver's scalar packing */
     kt->bf16_expand_f32 = NULL;                    /* the driver's loop */
     kt->few_rows_bf16 = NULL;                      /* widened panels, float32 kernels */
+    kt->bf16dot = cattn_bf16dot_ref;               /* vdpbf16ps's arithmetic in C */
+    kt->bf16dot_kernel = "portable C (vdpbf16ps emulated)";
     kt->softmax_row_f32 = cattn_softmax_row_ref_f32;
     kt->softmax_row_f64 = cattn_softmax_row_ref_f64;
     kt->softmax_cols_f32 = cattn_softmax_cols_ref_f32;
