@@ -36,6 +36,9 @@ void cattn_ukr_avx512_q4(int64_t G, const uint8_t *b, const void *d, const void 
 void cattn_ukr_avx512vnni_q4(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
     int z, int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
     const float *sxs, int64_t lds, float *c, int64_t ldc);
+void cattn_ukr_avx512vnni_q4k(int64_t G, const uint8_t *b, const cattn_q4k_scales *k, int m,
+                              const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+                              const float *sxs, int64_t lds, float *c, int64_t ldc);
 
 void cattn_ukr_avx512vnni_q8g(int64_t G, const uint8_t *b, const void *d, const void *mn,
                          const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,

@@ -83,23 +83,54 @@ tile_bw(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H1
     for (int i = 0; i < M; i++) _mm512_storeu_ps(c + i * ldc, f[i]);
 }
 
+/* group g's prefetches: the weight stream PF bytes ahead and its scales
+ * (K2: the two-level scales' u8 arrays; their float16 D, Dmin per 8 groups
+ * ride along) */
+static inline __attribute__((always_inline)) void
+pf_group(const uint8_t *b, int64_t g, const void *d, const void *mn, const int H16,
+         const cattn_q4k_scales *k, const int K2)
+{
+    for (int t = 0; t < 4; t++) _mm_prefetch((const char *)b + PF + 64 * t, _MM_HINT_T0);
+    if (K2) {
+        _mm_prefetch((const char *)k->sc + g * 16 + PF / 16, _MM_HINT_T0);
+        _mm_prefetch((const char *)k->m + g * 16 + PF / 16, _MM_HINT_T0);
+    } else {
+        const int64_t sb = (H16 ? 2 : 4) * g * 16, spf = H16 ? PF / 8 : PF / 4;
+        _mm_prefetch((const char *)d + sb + spf, _MM_HINT_T0);
+        if (mn) _mm_prefetch((const char *)mn + sb + spf, _MM_HINT_T0);
+    }
+}
+
+/* two-level scales (GGUF Q4_K; dispatch.h, cattn_ukr_q4k_t): the 16
+ * columns' D (float16, widened exactly by vcvtph2ps) times their u8
+ * sub-scales of group g: exact float32 products, the driver's values */
+static inline __attribute__((always_inline)) __m512 kmul16(__m512 Dv, const uint8_t *s, int64_t g)
+{
+    const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(s + g * 16)));
+    return _mm512_mul_ps(Dv, _mm512_cvtepi32_ps(u));
+}
+
+/* M rows x 16 columns: each row's group sum one int32 vector (vpdpbusd on
+ * the 8 nibble vectors of a group), the float accumulators f[i] in
+ * registers (2 M + 4 zmm: no spills at M = 4). K2: d and mn from the
+ * two-level scales (z = 0), D and Dmin widened once per 8 groups. */
 TARGET_VNNI static inline __attribute__((always_inline)) void
 tile_vnni(int64_t G, const uint8_t *b, const void *d, const void *mn, const int H16, int z,
-          const int M,
-          const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs, const float *sxs,
-          int64_t lds, float *c, int64_t ldc)
+          const int M, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+          const float *sxs, int64_t lds, float *c, int64_t ldc, const cattn_q4k_scales *k,
+          const int K2)
 {
     const __m512i low = _mm512_set1_epi8(15);
-    __m512 f[4];
+    const __m512 neg = _mm512_set1_ps(-0.0f);
+    __m512 f[4], kD = neg, kDm = neg;
     for (int i = 0; i < 4; i++) f[i] = _mm512_setzero_ps();
     for (int64_t g = 0; g < G; g++, b += 256) {
         __m512i s[4];
         for (int i = 0; i < M; i++) s[i] = _mm512_setzero_si512();
-        {                       /* every M: a tile's first rows stream the weights */
-            for (int t = 0; t < 4; t++) _mm_prefetch((const char *)b + PF + 64 * t, _MM_HINT_T0);
-            const int64_t sb = (H16 ? 2 : 4) * g * 16, spf = H16 ? PF / 8 : PF / 4;
-            _mm_prefetch((const char *)d + sb + spf, _MM_HINT_T0);
-            if (mn) _mm_prefetch((const char *)mn + sb + spf, _MM_HINT_T0);
+        pf_group(b, g, d, mn, H16, k, K2);      /* every M: a tile's first rows stream the weights */
+        if (K2 && (g & 7) == 0) {
+            kD = scales16(k->D, (g >> 3) * 16, 1);
+            kDm = scales16(k->Dmin, (g >> 3) * 16, 1);
         }
         for (int t = 0; t < 4; t++) {
             const __m512i v = _mm512_loadu_si512((const void *)(b + 64 * t));
@@ -111,7 +142,17 @@ tile_vnni(int64_t G, const uint8_t *b, const void *d, const void *mn, const int 
                 s[i] = _mm512_dpbusd_epi32(s[i], hi, _mm512_set1_epi32(word(a + 4)));
             }
         }
-        group_end(f, s, M, g, d, mn, H16, z, sx, xs, sxs, lds);
+        if (K2) {
+            const __m512 dv = kmul16(kD, k->sc, g);
+            const __m512 mv = _mm512_xor_ps(kmul16(kDm, k->m, g), neg);
+            for (int i = 0; i < M; i++) {
+                const __m512 ds = _mm512_mul_ps(dv, _mm512_set1_ps(sx[i * lds + g]));
+                f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]), ds, f[i]);
+                f[i] = _mm512_fmadd_ps(mv, _mm512_set1_ps(sxs[i * lds + g]), f[i]);
+            }
+        } else {
+            group_end(f, s, M, g, d, mn, H16, z, sx, xs, sxs, lds);
+        }
     }
     for (int i = 0; i < M; i++) _mm512_storeu_ps(c + i * ldc, f[i]);
 }
@@ -135,16 +176,38 @@ void cattn_ukr_avx512_q4(int64_t G, const uint8_t *b, const void *d, const void 
     }
 }
 
+#define TILES_K(H, K2)                                                                       \
+    switch (m) {                                                                             \
+    case 1: tile_vnni(G, b, d, mn, H, z, 1, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2); break; \
+    case 2: tile_vnni(G, b, d, mn, H, z, 2, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2); break; \
+    case 3: tile_vnni(G, b, d, mn, H, z, 3, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2); break; \
+    default: tile_vnni(G, b, d, mn, H, z, 4, qx, ldq, sx, xs, sxs, lds, c, ldc, k, K2); break; \
+    }
+
 TARGET_VNNI void
 cattn_ukr_avx512vnni_q4(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
                         int z, int m, const int8_t *qx, int64_t ldq, const float *sx,
                         const int32_t *xs, const float *sxs, int64_t lds, float *c, int64_t ldc)
 {
+    const cattn_q4k_scales *k = NULL;
     if (h16) {
-        TILES(tile_vnni, 1)
+        TILES_K(1, 0)
     } else {
-        TILES(tile_vnni, 0)
+        TILES_K(0, 0)
     }
+}
+
+/* two-level scales (dispatch.h, cattn_ukr_q4k_t): d and mn computed per
+ * group from k's panel arrays, z = 0 (the same float32 values and bits as
+ * ukr_q4 on the driver's expansion) */
+TARGET_VNNI void
+cattn_ukr_avx512vnni_q4k(int64_t G, const uint8_t *b, const cattn_q4k_scales *k, int m,
+                         const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+                         const float *sxs, int64_t lds, float *c, int64_t ldc)
+{
+    const void *d = NULL, *mn = NULL;
+    const int z = 0;
+    TILES_K(0, 1)
 }
 
 /* int8g on VNNI (dispatch.h, cattn_ukr_q8g_t): vpdpbusd on the u8 values
