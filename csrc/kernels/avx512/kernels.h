@@ -44,5 +44,13 @@ void cattn_ukr_avx512vnni_q8g(int64_t G, const uint8_t *b, const void *d, const 
                          const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
                          const float *sx, const int32_t *xs, const int32_t *xs16,
                          const float *sxs, int64_t lds, float *c, int64_t ldc);
+void cattn_ukr_avx512vnni_q6g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                              const int8_t *sub, int h16, int z, int m, const int8_t *qx,
+                              int64_t ldq, const float *sx, const int32_t *xs, const int32_t *xs16,
+                              const float *sxs, int64_t lds, float *c, int64_t ldc);
+void cattn_ukr_avx512vnni_q5g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                              const int8_t *sub, int h16, int z, int m, const int8_t *qx,
+                              int64_t ldq, const float *sx, const int32_t *xs, const int32_t *xs16,
+                              const float *sxs, int64_t lds, float *c, int64_t ldc);
 
 #endif

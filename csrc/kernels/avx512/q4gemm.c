@@ -1,13 +1,22 @@
-/* kernels/avx512/q4gemm.c — the int4 micro-kernels on AVX-512 (contract in
- * dispatch.h, cattn_ukr_q4_t; same bits as the portable and AVX2 ones).
+/* kernels/avx512/q4gemm.c — the group-wise formats' micro-kernels on
+ * AVX-512 (contracts in dispatch.h: cattn_ukr_q4_t, cattn_ukr_q4k_t,
+ * cattn_ukr_q8g_t; same bits as the portable and AVX2 ones). Not here: the
+ * driver (q4gemm.c: row quantization, panels, threads) and the activation
+ * quantization (AVX2's, kernels/avx2/quant.c).
  *
- * A group's 64-byte chunk is one zmm: 16 columns x 4 bytes. Its low and
- * high nibbles (vpandd; vpsrlw 4 + vpandd) are u8 weights against row i's
- * 4 broadcast s8 activations:
+ * A group's 64-byte chunk is one zmm: 16 columns x 4 bytes, so one m x 16
+ * tile (m = 1..4 rows) keeps every accumulator in registers (32 zmm).
+ * int4 (tile_bw, tile_vnni; two-level Q4_K scales in tile_vnni, K2): the
+ * low and high nibbles (vpandd; vpsrlw 4 + vpandd) are u8 weights against
+ * row i's 4 broadcast s8 activations:
  *   AVX512_VNNI: vpdpbusd adds the column's 4 products in int32 (exact);
  *   AVX-512BW: vpmaddubsw pairs into s16 (|.| <= 2 * 15 * 127), the 8 of a
  *     group add in s16 (|.| <= 30480), vpmaddwd with ones into int32.
- * Then the contract's float steps, 16 columns per instruction. */
+ * int8g (tile8_vnni), int6g and int5g (tile6_vnni): VNNI only (without it
+ * the table keeps AVX2's): vpdpbusd on the u8 values, rebuilt from nibbles
+ * and top-bit planes for int6g / int5g, one int32 sum per sub-block of 16.
+ * Then the contract's float steps, 16 columns per instruction.
+ */
 #include "../../dispatch.h"
 
 #ifdef CATTN_X86
@@ -276,6 +285,119 @@ cattn_ukr_avx512vnni_q8g(int64_t G, const uint8_t *b, const void *d, const void 
         TILES8(1)
     } else {
         TILES8(0)
+    }
+}
+/* int6g and int5g on VNNI (dispatch.h, ukr_q6g / ukr_q5g): sub-block s (16
+ * k) of a group is int4's nibbles of chunks 2s and 2s + 1 (quarters f = 0,
+ * 1: chunk 2s's low and high nibbles; 2, 3: chunk 2s + 1's) with their top
+ * bits put back as bytes u = nibble | top << 4 (TB = 2: bits 2f, 2f + 1 of
+ * the 64-byte plane word of s; TB = 1: bit 4s + f of the group's one plane
+ * word), then vpdpbusd on the bytes against the quarter's 4 broadcast
+ * activations: the exact int32 sum per sub-block (u < 64), the sub-scales
+ * and zero points in int32 as int8g's, the contract's float steps. 16
+ * columns per zmm, 1-4 rows, everything in registers. */
+static inline __attribute__((always_inline)) __m512i top_bits(__m512i X, const int TB, int f)
+{
+    const __m512i m48 = _mm512_set1_epi8(0x30), m16 = _mm512_set1_epi8(16);
+    if (TB == 2) {                                  /* bits 2f, 2f + 1 to bits 4, 5 */
+        const __m512i y = f == 0 ? _mm512_slli_epi16(X, 4) : f == 1 ? _mm512_slli_epi16(X, 2)
+                          : f == 2 ? X : _mm512_srli_epi16(X, 2);
+        return _mm512_and_si512(y, m48);
+    }
+    const __m512i y = f < 4 ? _mm512_slli_epi16(X, 4 - f) : f > 4 ? _mm512_srli_epi16(X, f - 4) : X;
+    return _mm512_and_si512(y, m16);                /* bit f to bit 4 */
+}
+
+TARGET_VNNI static inline __attribute__((always_inline)) void
+tile6_vnni(int64_t G, const uint8_t *b, const int TB, const void *d, const void *mn,
+           const int8_t *sub, const int H16, int z, const int M, const int8_t *qx, int64_t ldq,
+           const float *sx, const int32_t *xs, const int32_t *xs16, const float *sxs,
+           int64_t lds, float *c, int64_t ldc)
+{
+    const __m512i m15 = _mm512_set1_epi8(15);
+    __m512 f[4];
+    for (int i = 0; i < 4; i++) f[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < G; g++, b += 256 + 64 * TB) {
+        for (int t = 0; t < 4 + TB; t++) _mm_prefetch((const char *)b + PF + 64 * t, _MM_HINT_T0);
+        __m512i part[4][2];
+        const __m512i X1 = TB == 1 ? _mm512_loadu_si512((const void *)(b + 256)) : m15;
+        for (int sb = 0; sb < 2; sb++) {
+            const __m512i v0 = _mm512_loadu_si512((const void *)(b + 128 * sb));
+            const __m512i v1 = _mm512_loadu_si512((const void *)(b + 128 * sb + 64));
+            const __m512i X = TB == 2 ? _mm512_loadu_si512((const void *)(b + 256 + 64 * sb)) : X1;
+            const int f0 = TB == 2 ? 0 : 4 * sb;
+            /* u = (nibble & 15) | top: vpternlogd 0xEA = (A & B) | C */
+            const __m512i u0 = _mm512_ternarylogic_epi32(v0, m15, top_bits(X, TB, f0), 0xEA);
+            const __m512i u1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), m15,
+                                                         top_bits(X, TB, f0 + 1), 0xEA);
+            const __m512i u2 = _mm512_ternarylogic_epi32(v1, m15, top_bits(X, TB, f0 + 2), 0xEA);
+            const __m512i u3 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v1, 4), m15,
+                                                         top_bits(X, TB, f0 + 3), 0xEA);
+            for (int i = 0; i < M; i++) {
+                const int8_t *a = qx + i * ldq + g * 32 + 16 * sb;
+                __m512i acc = sub || sb == 0 ? _mm512_setzero_si512() : part[i][0];
+                acc = _mm512_dpbusd_epi32(acc, u0, _mm512_set1_epi32(word(a)));
+                acc = _mm512_dpbusd_epi32(acc, u1, _mm512_set1_epi32(word(a + 4)));
+                acc = _mm512_dpbusd_epi32(acc, u2, _mm512_set1_epi32(word(a + 8)));
+                acc = _mm512_dpbusd_epi32(acc, u3, _mm512_set1_epi32(word(a + 12)));
+                part[i][sb] = acc;
+            }
+        }
+        const __m512 dv = scales16(d, g * 16, H16);
+        const __m512 mv = mn ? scales16(mn, g * 16, H16) : _mm512_setzero_ps();
+        __m512i s0 = _mm512_setzero_si512(), s1 = s0;
+        if (sub) {
+            s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sub + g * 32)));
+            s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sub + g * 32 + 16)));
+        }
+        for (int i = 0; i < M; i++) {
+            __m512i t;
+            if (sub) {
+                const __m512i t0 = _mm512_sub_epi32(part[i][0], _mm512_set1_epi32(z * xs16[i * 2 * lds + 2 * g]));
+                const __m512i t1 = _mm512_sub_epi32(part[i][1], _mm512_set1_epi32(z * xs16[i * 2 * lds + 2 * g + 1]));
+                t = _mm512_add_epi32(_mm512_mullo_epi32(s0, t0), _mm512_mullo_epi32(s1, t1));
+            } else {                                /* part[i][1]: both sub-blocks' sum */
+                t = _mm512_sub_epi32(part[i][1], _mm512_set1_epi32(z * xs[i * lds + g]));
+            }
+            const __m512 ds = _mm512_mul_ps(dv, _mm512_set1_ps(sx[i * lds + g]));
+            f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), ds, f[i]);
+            if (mn) f[i] = _mm512_fmadd_ps(mv, _mm512_set1_ps(sxs[i * lds + g]), f[i]);
+        }
+    }
+    for (int i = 0; i < M; i++) _mm512_storeu_ps(c + i * ldc, f[i]);
+}
+
+#define TILES6(TB, H)                                                                              \
+    switch (m) {                                                                                   \
+    case 1: tile6_vnni(G, b, TB, d, mn, sub, H, z, 1, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
+    case 2: tile6_vnni(G, b, TB, d, mn, sub, H, z, 2, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
+    case 3: tile6_vnni(G, b, TB, d, mn, sub, H, z, 3, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
+    default: tile6_vnni(G, b, TB, d, mn, sub, H, z, 4, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
+    }
+
+TARGET_VNNI void
+cattn_ukr_avx512vnni_q6g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                         const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
+                         const float *sx, const int32_t *xs, const int32_t *xs16,
+                         const float *sxs, int64_t lds, float *c, int64_t ldc)
+{
+    if (h16) {
+        TILES6(2, 1)
+    } else {
+        TILES6(2, 0)
+    }
+}
+
+TARGET_VNNI void
+cattn_ukr_avx512vnni_q5g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                         const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
+                         const float *sx, const int32_t *xs, const int32_t *xs16,
+                         const float *sxs, int64_t lds, float *c, int64_t ldc)
+{
+    if (h16) {
+        TILES6(1, 1)
+    } else {
+        TILES6(1, 0)
     }
 }
 #endif

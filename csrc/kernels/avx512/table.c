@@ -8,6 +8,12 @@
  *                               i8_quads; exact sums: same bits as AVX2's),
  *                               once it has matched the AVX-512BW kernel
  *                               on a test tile at load (vnni_agrees)
+ *   ukr_q4, ukr_q4k, ukr_q8g,   the group-wise formats: one zmm a 16-column
+ *   ukr_q6g, ukr_q5g            chunk, vpdpbusd with VNNI (q4gemm.c; exact
+ *                               sums: same bits as AVX2's), once they have
+ *                               matched the BW / AVX2 kernels at load
+ *                               (vnni_group_kernels_agree); without VNNI
+ *                               only ukr_q4 (AVX-512BW), the rest AVX2's
  *   attn_f32/f64                the attention tiles on those (same bits)
  *   softmax_row_f32/f64,        the row kernels with arithmetic to gain:
  *   act_f32, exp_f32/f64        16 floats / 8 doubles a vector (rows.c,
@@ -67,7 +73,8 @@ static float h2f_normal(uint16_t h)
 /* The VNNI int4 and int8g kernels against the AVX-512BW int4 kernel and the
  * AVX2 int8g one on a 3-row tile of 2 groups with extreme values (u8 255,
  * nibbles 15, s8 +-127, sub-scales -128..127, float16 and float32 scales,
- * mins), the two-level int4 kernel against the BW kernel on its expanded
+ * mins), the int6g / int5g ones against AVX2's (1-3 rows, sub-scales and
+ * mins; any panel bytes are valid values), the two-level int4 kernel against the BW kernel on its expanded
  * scales (8 groups, 1-3 rows): the group sums are exact in all of them, so the outputs must match
  * bit for bit. Run once at load on a VNNI CPU, as vnni_agrees. */
 static int vnni_group_kernels_agree(void)
@@ -159,6 +166,21 @@ static int vnni_group_kernels_agree(void)
                                  sxs, G, c2, 16);
         for (int i = 0; i < M * 16; i++)
             if (c1[i] != c2[i]) return 0;
+        /* int6g, int5g: any panel bytes are valid values (u < 64, < 32) */
+        for (int m = 1; m <= M; m++) {
+            cattn_ukr_avx2_q6g(G, b8, dd, NULL, sub, h16, 32, m, qx, 32 * G, sx, xs, xs16, sxs,
+                               G, c1, 16);
+            cattn_ukr_avx512vnni_q6g(G, b8, dd, NULL, sub, h16, 32, m, qx, 32 * G, sx, xs, xs16,
+                                     sxs, G, c2, 16);
+            for (int i = 0; i < m * 16; i++)
+                if (c1[i] != c2[i]) return 0;
+            cattn_ukr_avx2_q5g(G, b8, dd, mm, NULL, h16, 16, m, qx, 32 * G, sx, xs, xs16, sxs,
+                               G, c1, 16);
+            cattn_ukr_avx512vnni_q5g(G, b8, dd, mm, NULL, h16, 16, m, qx, 32 * G, sx, xs, xs16,
+                                     sxs, G, c2, 16);
+            for (int i = 0; i < m * 16; i++)
+                if (c1[i] != c2[i]) return 0;
+        }
     }
     return 1;
 }
@@ -194,9 +216,11 @@ void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
      * panel made a one-row Q4_K GEMV 2-3x slower than AVX2's fused kernel
      * on Zen 4); without VNNI, AVX2's fused kernel (same bits) */
     if (group_vnni) kt->ukr_q4k = cattn_ukr_avx512vnni_q4k;
-    if (group_vnni) {                   /* else AVX2's, 6-bit values included (same bits) */
+    if (group_vnni) {                   /* else AVX2's, int6g and int5g included (same bits) */
         kt->ukr_q8g = cattn_ukr_avx512vnni_q8g;
         kt->ukr_q8g_n = NULL;           /* vpdpbusd takes any u8 at full rate */
+        kt->ukr_q6g = cattn_ukr_avx512vnni_q6g;
+        kt->ukr_q5g = cattn_ukr_avx512vnni_q5g;
     }
     kt->int4_kernel = group_vnni ? "avx512 vnni (vpdpbusd)"
                       : vnni ? "avx512bw (vpmaddubsw; the VNNI kernels failed their load check)"
