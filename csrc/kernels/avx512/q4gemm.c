@@ -2,7 +2,8 @@
  * AVX-512 (contracts in dispatch.h: cattn_ukr_q4_t, cattn_ukr_q4k_t,
  * cattn_ukr_q8g_t; same bits as the portable and AVX2 ones). Not here: the
  * driver (q4gemm.c: row quantization, panels, threads) and the activation
- * quantization (AVX2's, kernels/avx2/quant.c).
+ * quantization (AVX2's, kernels/avx2/quant.c: a zmm form of it measured
+ * the same, 0.99-1.01x, on Zen 4 and was not kept).
  *
  * A group's 64-byte chunk is one zmm: 16 columns x 4 bytes, so one m x 16
  * tile (m = 1..4 rows) keeps every accumulator in registers (32 zmm).
@@ -16,6 +17,16 @@
  * the table keeps AVX2's): vpdpbusd on the u8 values, rebuilt from nibbles
  * and top-bit planes for int6g / int5g, one int32 sum per sub-block of 16.
  * Then the contract's float steps, 16 columns per instruction.
+ *
+ * Measured on Zen 4 (EPYC family 25 model 17, 2 threads; 512-bit ops run
+ * as two 256-bit halves there): these 512-bit forms run 1.2-2.1x AVX2's
+ * 256-bit kernels in cache at 1, 4 and 128 rows (benchmarks/bench_paths.py),
+ * so the path has one form; a 256-bit VNNI form (AVX512-VL) was not
+ * written, and Intel cores (full-width 512-bit units) are not measured.
+ * A one-row kernel over four panels at once (four weight streams, as
+ * int8's ukr_i8_row4) read slower here too: a Q4_0 9728 x 896 GEMV from
+ * memory 67% of the C read loop's bandwidth against 97% one panel at a
+ * time (Q4_K 6144 x 1024: 65-89% against 99-102%), as on Zen 3.
  */
 #include "../../dispatch.h"
 
