@@ -286,12 +286,23 @@ tile8_vnni(int64_t G, const uint8_t *b, const void *d, const void *mn, const int
     default: tile8_vnni(G, b, d, mn, sub, H, z, 4, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc); break; \
     }
 
+/* kernels/avx2/q4gemm_f16c.c's int8g kernel (every AVX-512 CPU has F16C) */
+void cattn_ukr_avx2_q8g_f16c(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                             const int8_t *sub, int h16, int z, int m, const int8_t *qx,
+                             int64_t ldq, const float *sx, const int32_t *xs,
+                             const int32_t *xs16, const float *sxs, int64_t lds, float *c,
+                             int64_t ldc);
+
 TARGET_VNNI void
 cattn_ukr_avx512vnni_q8g(int64_t G, const uint8_t *b, const void *d, const void *mn,
                          const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
                          const float *sx, const int32_t *xs, const int32_t *xs16,
                          const float *sxs, int64_t lds, float *c, int64_t ldc)
 {
+    if (m == 1 && z == 128 && !sub) {   /* Q8_0's one row: AVX2's sign-trick tile (same bits) */
+        cattn_ukr_avx2_q8g_f16c(G, b, d, mn, sub, h16, z, m, qx, ldq, sx, xs, xs16, sxs, lds, c, ldc);
+        return;
+    }
     if (h16) {
         TILES8(1)
     } else {
