@@ -15,7 +15,9 @@
  *     group add in s16 (|.| <= 30480), vpmaddwd with ones into int32.
  * int8g (tile8_vnni), int6g and int5g (tile6_vnni): VNNI only (without it
  * the table keeps AVX2's): vpdpbusd on the u8 values, rebuilt from nibbles
- * and top-bit planes for int6g / int5g, one int32 sum per sub-block of 16.
+ * and top-bit planes for int6g / int5g, one int32 sum per sub-block of 16
+ * (but Q8_0's one row, z = 128 without sub-scales: AVX2's sign-trick tile,
+ * which streams from memory faster here; cattn_ukr_avx512vnni_q8g).
  * Then the contract's float steps, 16 columns per instruction.
  *
  * Measured on Zen 4 (EPYC family 25 model 17, 2 threads; 512-bit ops run
