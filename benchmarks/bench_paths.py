@@ -18,7 +18,12 @@ Cases (2 threads unless --threads): GEMM float32 2048^3 and 1024 x 3072 x 768
 (an encoder layer's FF1), float64 1024^3; linear int8 4096 rows 768 -> 3072;
 linear bfloat16 and bfloat16dot 896 -> 4864, 1 row (decode) and 128 rows;
 attention float32 (1, 8, 512, 512, 64), (1, 8, 2048, 2048, 64) and causal
-(1, 12, 1024, 1024, 64); attention float64 (1, 4, 512, 512, 64).
+(1, 12, 1024, 1024, 64); attention float64 (1, 4, 512, 512, 64); the
+group-wise formats (issue 47) on GGUF-like weights: Q4_0-like int4, Q4_K-like
+int4 (two-level scales), Q5_0-like int5g, Q6_K-like int6g (sub-scales),
+Q8_0-like int8g at 1, 4 and 128 rows of Qwen2.5-0.5B's 896 -> 4864 and
+4864 -> 896 (Q4_K: Qwen3-0.6B's 1024 -> 3072, 3072 -> 1024), and their
+activation quantization. --only TEXT: the cases whose name contains TEXT.
 --quick: smaller shapes, for checking the script.
 """
 import argparse
@@ -52,6 +57,13 @@ def inputs(case):
             op = {"gelu": cattn.gelu, "softmax": cattn.softmax, "silu": cattn.silu,
                   "exp": cattn._ext.vexp}[case["op"]]
             fn = lambda: op(x)
+        elif k == "group":                # GGUF-like group weights (formats.*_arrays)
+            M, K, N = s
+            x = rng.standard_normal((M, K)).astype(np.float32)
+            fn = lambda p=group_weight(case["fmt"], N, K): cattn.linear(x, p)
+        elif k == "quant":                # the group formats' activation quantization
+            x = rng.standard_normal(s).astype(np.float32)
+            fn = lambda: cattn._ext.quantize_q8_blocks(x)[0]
         elif k in ("int8", "linear"):
             M, K, N = s
             x = rng.standard_normal((M, K)).astype(np.float32)
@@ -66,6 +78,27 @@ def inputs(case):
         cache[case["name"]] = fn
     return cache[case["name"]]
 
+def group_weight(fmt, N, K):
+    from cattn.ops import formats
+    from cattn import PackedWeight
+    G = -(-K // 32)
+    d16 = lambda: (rng.random((N, G)) * 0.01).astype(np.float16)
+    u = lambda top: rng.integers(0, top, (N, K)).astype(np.uint8)
+    if fmt == "q4_0":                     # int4, float16 d, z = 8
+        a = formats.int4_arrays(u(16), d16(), None, 8)
+    elif fmt == "q4_k":                   # int4, two-level scales (K a multiple of 256)
+        D, Dm = ((rng.random((N, K // 256)) * 0.01).astype(np.float16) for _ in range(2))
+        a = formats.int4_k_arrays(u(16), D, Dm, rng.integers(0, 64, (N, G)).astype(np.uint8),
+                                  rng.integers(0, 64, (N, G)).astype(np.uint8))
+    elif fmt == "q5_0":                   # int5g, float16 d, z = 16
+        a = formats.int5g_arrays(u(32), d16(), None, None, 16)
+    elif fmt == "q6_k":                   # int6g, int8 sub-scales per 16, z = 32
+        a = formats.int6g_arrays(u(64), d16(), None,
+                                 rng.integers(-128, 128, (N, 2 * G)).astype(np.int8), 32)
+    else:                                 # q8_0: int8g, z = 128
+        a = formats.int8g_arrays(u(256), d16(), None, None, 128)
+    return PackedWeight.from_arrays(a)
+
 print(json.dumps({"path": cattn._ext.kernel_path()}), flush=True)
 for line in sys.stdin:
     case = json.loads(line)
@@ -78,6 +111,8 @@ for line in sys.stdin:
     print(json.dumps({"median": sorted(t)[len(t) // 2], "calls": n, "digest": digest}), flush=True)
 """
 
+QWEN25 = ((896, 4864), (4864, 896))         # (K, N): gate/up, down
+QWEN3 = ((1024, 3072), (3072, 1024))
 CASES = [
     ("gemm f32 2048x2048x2048", "gemm", (2048, 2048, 2048), {}),
     ("gemm f32 1024x768x3072 (FF1)", "gemm", (1024, 768, 3072), {}),
@@ -100,6 +135,16 @@ CASES = [
     ("softmax f32 (4096, 1024)", "row", (4096, 1024), {"op": "softmax"}),
     ("silu f32 (1024, 3072)", "row", (1024, 3072), {"op": "silu"}),
     ("exp f32 (4096, 1024)", "row", (4096, 1024), {"op": "exp"}),
+] + [
+    # the group-wise formats (issue 47): GGUF-like weights, Qwen2.5-0.5B's MLP
+    # shapes (Q4_K: Qwen3-0.6B's, K a multiple of 256), 1, 4 and 128 rows
+    (f"{fmt} {M} rows {K}->{N}", "group", (M, K, N), {"fmt": fmt})
+    for fmt, shapes in (("q4_0", QWEN25), ("q4_k", QWEN3), ("q5_0", QWEN25),
+                        ("q6_k", QWEN25), ("q8_0", QWEN25))
+    for K, N in shapes for M in (1, 4, 128)
+] + [
+    ("quantize q8 blocks (64, 4864)", "quant", (64, 4864), {}),
+    ("quantize q8 blocks (128, 896)", "quant", (128, 896), {}),
 ]
 QUICK = [
     ("gemm f32 256x256x256", "gemm", (256, 256, 256), {}),
@@ -109,6 +154,9 @@ QUICK = [
     ("linear bfloat16dot 64 rows 384->512", "linear", (64, 384, 512), {"fmt": "bfloat16dot"}),
     ("sdpa f32 (1,2,128,128,64)", "attn", (1, 2, 128, 128, 64), {}),
     ("gelu f32 (64, 1000)", "row", (64, 1000), {"op": "gelu"}),
+    ("q4_k 4 rows 512->80", "group", (4, 512, 80), {"fmt": "q4_k"}),
+    ("q6_k 1 rows 96->40", "group", (1, 96, 40), {"fmt": "q6_k"}),
+    ("quantize q8 blocks (4, 300)", "quant", (4, 300), {}),
 ]
 
 
@@ -129,7 +177,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--min-time", type=float, default=0.5, help="seconds per path per case per round")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", help="run the cases whose name holds this text")
+    ap.add_argument("--only", help="run only the cases whose name contains this text")
     ap.add_argument("--json", help="write the medians here")
     args = ap.parse_args()
 

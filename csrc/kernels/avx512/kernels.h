@@ -36,11 +36,22 @@ void cattn_ukr_avx512_q4(int64_t G, const uint8_t *b, const void *d, const void 
 void cattn_ukr_avx512vnni_q4(int64_t G, const uint8_t *b, const void *d, const void *mn, int h16,
     int z, int m, const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
     const float *sxs, int64_t lds, float *c, int64_t ldc);
+void cattn_ukr_avx512vnni_q4k(int64_t G, const uint8_t *b, const cattn_q4k_scales *k, int m,
+                              const int8_t *qx, int64_t ldq, const float *sx, const int32_t *xs,
+                              const float *sxs, int64_t lds, float *c, int64_t ldc);
 
 void cattn_ukr_avx512vnni_q8g(int64_t G, const uint8_t *b, const void *d, const void *mn,
                          const int8_t *sub, int h16, int z, int m, const int8_t *qx, int64_t ldq,
                          const float *sx, const int32_t *xs, const int32_t *xs16,
                          const float *sxs, int64_t lds, float *c, int64_t ldc);
+void cattn_ukr_avx512vnni_q6g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                              const int8_t *sub, int h16, int z, int m, const int8_t *qx,
+                              int64_t ldq, const float *sx, const int32_t *xs, const int32_t *xs16,
+                              const float *sxs, int64_t lds, float *c, int64_t ldc);
+void cattn_ukr_avx512vnni_q5g(int64_t G, const uint8_t *b, const void *d, const void *mn,
+                              const int8_t *sub, int h16, int z, int m, const int8_t *qx,
+                              int64_t ldq, const float *sx, const int32_t *xs, const int32_t *xs16,
+                              const float *sxs, int64_t lds, float *c, int64_t ldc);
 
 /* bf16dot.c: the bfloat16dot tile with vdpbf16ps (AVX512_BF16 CPUs only) */
 void cattn_bf16dot_avx512bf16(int64_t kc, const uint32_t *a, int64_t lda, int m,

@@ -8,6 +8,12 @@
  *                               i8_quads; exact sums: same bits as AVX2's),
  *                               once it has matched the AVX-512BW kernel
  *                               on a test tile at load (vnni_agrees)
+ *   ukr_q4, ukr_q4k, ukr_q8g,   the group-wise formats: one zmm a 16-column
+ *   ukr_q6g, ukr_q5g            chunk, vpdpbusd with VNNI (q4gemm.c; exact
+ *                               sums: same bits as AVX2's), once they have
+ *                               matched the BW / AVX2 kernels at load
+ *                               (vnni_group_kernels_agree); without VNNI
+ *                               only ukr_q4 (AVX-512BW), the rest AVX2's
  *   attn_f32/f64                the attention tiles on those (same bits)
  *   softmax_row_f32/f64,        the row kernels with arithmetic to gain:
  *   act_f32, exp_f32/f64        16 floats / 8 doubles a vector (rows.c,
@@ -19,6 +25,7 @@
 #include "../../dispatch.h"
 
 #ifdef CATTN_X86
+#include <string.h>
 #include "kernels.h"
 #include "../avx2/kernels.h"
 
@@ -54,10 +61,21 @@ static int vnni_agrees(void)
     return 1;
 }
 
+/* a normal float16's bits -> float32 (exact) */
+static float h2f_normal(uint16_t h)
+{
+    const uint32_t u = ((uint32_t)(h & 0x8000u) << 16) | (((uint32_t)(h & 0x7FFFu) << 13) + (112u << 23));
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 /* The VNNI int4 and int8g kernels against the AVX-512BW int4 kernel and the
  * AVX2 int8g one on a 3-row tile of 2 groups with extreme values (u8 255,
  * nibbles 15, s8 +-127, sub-scales -128..127, float16 and float32 scales,
- * mins): the group sums are exact in all of them, so the outputs must match
+ * mins), the int6g / int5g ones against AVX2's (1-3 rows, sub-scales and
+ * mins; any panel bytes are valid values), the two-level int4 kernel against the BW kernel on its expanded
+ * scales (8 groups, 1-3 rows): the group sums are exact in all of them, so the outputs must match
  * bit for bit. Run once at load on a VNNI CPU, as vnni_agrees. */
 static int vnni_group_kernels_agree(void)
 {
@@ -88,6 +106,43 @@ static int vnni_group_kernels_agree(void)
             sx[r * G + g] = 0.01f * (float)(r + g + 1);
             sxs[r * G + g] = sx[r * G + g] * (float)(s0 + s1);
         }
+    {                                   /* two-level scales (8 groups): D sc, -(Dmin m) */
+        enum { G8 = 8 };
+        uint8_t bk[G8 * 256], ksc[G8 * 16], km[G8 * 16];
+        uint16_t kD[16], kDm[16];
+        int8_t qk[M * 32 * G8];
+        float dk[G8 * 16], mk[G8 * 16], sxk[M * G8], sxsk[M * G8], k1[M * 16], k2[M * 16];
+        int32_t xsk[M * G8];
+        for (int i = 0; i < G8 * 256; i++) bk[i] = (uint8_t)(i % 7 ? (i * 37) % 256 : 255);
+        for (int i = 0; i < M * 32 * G8; i++) qk[i] = (int8_t)(i % 3 ? (i * 53) % 255 - 127 : 127);
+        for (int j = 0; j < 16; j++) {
+            kD[j] = (uint16_t)(0x1400 + j * 16);
+            kDm[j] = (uint16_t)(0x1000 + j * 8);
+        }
+        for (int i = 0; i < G8 * 16; i++) {
+            ksc[i] = (uint8_t)(i % 5 ? (i * 13) % 64 : 63);
+            km[i] = (uint8_t)((i * 7) % 64);
+            const int j = i % 16;
+            const float Dv = h2f_normal(kD[j]), Dmv = h2f_normal(kDm[j]);
+            dk[i] = Dv * (float)ksc[i];
+            mk[i] = -(Dmv * (float)km[i]);
+        }
+        for (int r = 0; r < M; r++)
+            for (int g = 0; g < G8; g++) {
+                int32_t sum = 0;
+                for (int t = 0; t < 32; t++) sum += qk[r * 32 * G8 + g * 32 + t];
+                xsk[r * G8 + g] = sum;
+                sxk[r * G8 + g] = 0.01f * (float)(r + g + 1);
+                sxsk[r * G8 + g] = sxk[r * G8 + g] * (float)sum;
+            }
+        const cattn_q4k_scales ks = {ksc, km, kD, kDm};
+        for (int m = 1; m <= M; m++) {
+            cattn_ukr_avx512_q4(G8, bk, dk, mk, 0, 0, m, qk, 32 * G8, sxk, xsk, sxsk, G8, k1, 16);
+            cattn_ukr_avx512vnni_q4k(G8, bk, &ks, m, qk, 32 * G8, sxk, xsk, sxsk, G8, k2, 16);
+            for (int i = 0; i < m * 16; i++)
+                if (k1[i] != k2[i]) return 0;
+        }
+    }
     for (int h16 = 0; h16 < 2; h16++) {
         const void *dd = h16 ? (const void *)d16 : (const void *)d;
         const void *mm = h16 ? (const void *)mn16 : (const void *)mn;
@@ -111,6 +166,21 @@ static int vnni_group_kernels_agree(void)
                                  sxs, G, c2, 16);
         for (int i = 0; i < M * 16; i++)
             if (c1[i] != c2[i]) return 0;
+        /* int6g, int5g: any panel bytes are valid values (u < 64, < 32) */
+        for (int m = 1; m <= M; m++) {
+            cattn_ukr_avx2_q6g(G, b8, dd, NULL, sub, h16, 32, m, qx, 32 * G, sx, xs, xs16, sxs,
+                               G, c1, 16);
+            cattn_ukr_avx512vnni_q6g(G, b8, dd, NULL, sub, h16, 32, m, qx, 32 * G, sx, xs, xs16,
+                                     sxs, G, c2, 16);
+            for (int i = 0; i < m * 16; i++)
+                if (c1[i] != c2[i]) return 0;
+            cattn_ukr_avx2_q5g(G, b8, dd, mm, NULL, h16, 16, m, qx, 32 * G, sx, xs, xs16, sxs,
+                               G, c1, 16);
+            cattn_ukr_avx512vnni_q5g(G, b8, dd, mm, NULL, h16, 16, m, qx, 32 * G, sx, xs, xs16,
+                                     sxs, G, c2, 16);
+            for (int i = 0; i < m * 16; i++)
+                if (c1[i] != c2[i]) return 0;
+        }
     }
     return 1;
 }
@@ -142,12 +212,15 @@ void cattn_kernels_avx512(cattn_dispatch_t *kt, int vnni)
     const int group_vnni = vnni && vnni_group_kernels_agree();
 #endif
     kt->ukr_q4 = group_vnni ? cattn_ukr_avx512vnni_q4 : cattn_ukr_avx512_q4;
-    /* two-level int4 scales: this path's ukr_q4 on the driver's expansion
-     * (an AVX-512 form of AVX2's fused kernel is not written or measured) */
-    kt->ukr_q4k = NULL;
-    if (group_vnni) {                   /* else AVX2's, 6-bit values included (same bits) */
+    /* two-level int4 scales inside the kernel (the driver's expansion per
+     * panel made a one-row Q4_K GEMV 2-3x slower than AVX2's fused kernel
+     * on Zen 4); without VNNI, AVX2's fused kernel (same bits) */
+    if (group_vnni) kt->ukr_q4k = cattn_ukr_avx512vnni_q4k;
+    if (group_vnni) {                   /* else AVX2's, int6g and int5g included (same bits) */
         kt->ukr_q8g = cattn_ukr_avx512vnni_q8g;
         kt->ukr_q8g_n = NULL;           /* vpdpbusd takes any u8 at full rate */
+        kt->ukr_q6g = cattn_ukr_avx512vnni_q6g;
+        kt->ukr_q5g = cattn_ukr_avx512vnni_q5g;
     }
     kt->int4_kernel = group_vnni ? "avx512 vnni (vpdpbusd)"
                       : vnni ? "avx512bw (vpmaddubsw; the VNNI kernels failed their load check)"
