@@ -48,3 +48,22 @@ def tiny_gguf(path, layers=1, E=32, heads=2, kv_heads=1, F=64, context=64, seed=
     w.write_tensors_to_file()
     w.close()
     return path, CHARS
+
+
+# a Llama-style layer's weights: Hugging Face's name -> llama.cpp's
+LAYER_NAMES = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q",
+               "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+               "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate",
+               "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+
+
+def gguf_names(layers, norms):
+    """Hugging Face tensor name -> llama.cpp's, for the embedding, the final
+    norm and each layer's LAYER_NAMES and `norms` (the family's other
+    per-layer weights, e.g. {"post_attention_layernorm": "ffn_norm"})."""
+    names = {"model.embed_tokens.weight": "token_embd.weight",
+             "model.norm.weight": "output_norm.weight"}
+    for i in range(layers):
+        for hf, ours in {**LAYER_NAMES, **norms}.items():
+            names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{ours}.weight"
+    return names

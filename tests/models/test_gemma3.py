@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from cattn.models import CausalLM
+from cattn_testing.llm_files import gguf_names
 from cattn.ops.attention import KVCache
 
 V, E, F, H, HK, D, LAYERS, WINDOW = 96, 32, 48, 4, 2, 16, 7, 4
@@ -77,17 +78,10 @@ def files(tmp_path_factory):
                    (g.add_value_length, D), (g.add_layer_norm_rms_eps, 1e-6),
                    (g.add_rope_freq_base, 1e6), (g.add_sliding_window, WINDOW)):
         add(v)
-    names = {"model.embed_tokens.weight": "token_embd.weight",
-             "model.norm.weight": "output_norm.weight"}
-    per = {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_attention_norm",
-           "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm",
-           "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
-           "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-           "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate",
-           "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
-    for i in range(LAYERS):
-        for hf, ours in per.items():
-            names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{ours}.weight"
+    names = gguf_names(LAYERS, {
+        "post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
+        "post_feedforward_layernorm": "post_ffw_norm", "self_attn.q_norm": "attn_q_norm",
+        "self_attn.k_norm": "attn_k_norm"})
     for hf, ours in names.items():
         a = w[hf]
         g.add_tensor(ours, a + np.float32(1) if "norm" in hf else a)    # llama.cpp's 1 + w

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from cattn.models import CausalLM
+from cattn_testing.llm_files import gguf_names
 
 V, E, F, H, HK, LAYERS = 64, 32, 48, 4, 2, 5
 D = E // H
@@ -66,15 +67,7 @@ def _write(tmp, arch):
         g.add_float32("granite.residual_scale", GRANITE["residual_multiplier"])
         g.add_float32("granite.attention.scale", GRANITE["attention_multiplier"])
         g.add_float32("granite.logit_scale", GRANITE["logits_scaling"])
-    names = {"model.embed_tokens.weight": "token_embd.weight",
-             "model.norm.weight": "output_norm.weight"}
-    per = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
-           "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-           "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate",
-           "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
-    for i in range(LAYERS):
-        for a, b in per.items():
-            names[f"model.layers.{i}.{a}.weight"] = f"blk.{i}.{b}.weight"
+    names = gguf_names(LAYERS, {"post_attention_layernorm": "ffn_norm"})
     for a, b in names.items():
         w = hf[a]
         if a.endswith("q_proj.weight"):
